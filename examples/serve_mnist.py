@@ -1,0 +1,427 @@
+"""Serve the quickstart's digit classifier over HTTP, with dynamic batching.
+
+    python examples/quickstart.py                       # trains, saves ./quickstart_model
+    python examples/serve_mnist.py --checkpoint ./quickstart_model --port 8000
+    curl -s localhost:8000/v1/models/mnist:predict -d '{"instances": [[0.0, ...784 values]]}'
+
+An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST convention:
+
+* ``POST /v1/models/mnist:predict`` with ``{"instances": [...]}``, each instance 784
+  numbers or 28 lists of 28 numbers in [0, 1] (white digit on black, like MNIST) →
+  ``{"predictions": [[10 probabilities], ...]}``;
+* ``POST /v1/models/mnist:classify-png`` with a PNG file as the raw body → ``{"predictions":
+  [[10 probabilities]], "classes": [digit]}``; any size up to the pixel limit, grayscale or
+  colour, dark-on-light or light-on-dark (it is scaled to 28x28, and inverted when its
+  background is light);
+* ``GET /healthz`` (200 while serving, 503 while starting or draining) and ``GET /metrics``
+  (Prometheus text: the batcher's queue, batch sizes, latencies, and HTTP responses).
+
+Concurrent requests are coalesced by :class:`aioflow.serving.DynamicBatcher` into steps of a
+predict job with a batch of ``--batch-size`` images. ``--no-batching`` serves one request
+per step of a batch-1 job instead (the baseline of ``benchmarks/serve_load.py``).
+
+The job is compiled and the checkpoint loaded at startup (the ASGI lifespan), not at the
+first request. Limits: ``--max-body-bytes`` per request, ``--max-instances`` per request,
+``--max-image-pixels`` per PNG (checked from the PNG header before any decoding, and set
+as Pillow's ``Image.MAX_IMAGE_PIXELS``). Bodies are parsed as JSON or PNG only (no pickle
+anywhere); malformed input gets a 4xx JSON ``{"error": "..."}`` and the server keeps going.
+A full queue answers 503 with ``Retry-After``, a request slower than ``--timeout`` 504.
+
+``app`` (module level) is configured from environment variables for ``uvicorn
+serve_mnist:app``: ``AIOFLOW_MNIST_CHECKPOINT``, ``AIOFLOW_MNIST_MODEL``,
+``AIOFLOW_MNIST_BATCHING`` (0/1), ``AIOFLOW_MNIST_BATCH_SIZE``.
+"""
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import importlib.util
+import io
+import json
+import logging
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+from PIL import Image
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+import aioflow as flow
+import aioflow.typing as tp
+from aioflow.serving import DynamicBatcher, ServingError
+
+log = logging.getLogger("serve_mnist")
+
+MODEL_NAME = "mnist"
+PREDICT_PATH = f"/v1/models/{MODEL_NAME}:predict"
+PNG_PATH = f"/v1/models/{MODEL_NAME}:classify-png"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _quickstart():
+    """examples/quickstart.py, loaded by path: its lenet/mlp built the checkpoint."""
+    name = "aioflow_examples_quickstart"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quickstart.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    checkpoint: str = "./quickstart_model"
+    model: str = "lenet"                # "lenet" or "mlp", as quickstart.py --model
+    batching: bool = True
+    batch_size: int = 64                # rows per job step (batching on)
+    max_wait: float = 0.005             # seconds a batch waits for stragglers
+    max_inflight_batches: int = 1       # batches submitted at once (batching on)
+    max_queue: int = 1024               # samples waiting; beyond: 503
+    timeout: float = 30.0               # seconds per request; beyond: 504
+    max_body_bytes: int = 4 << 20       # 64 instances of 784 long floats fit
+    max_instances: int = 64
+    max_image_pixels: int = 1 << 20     # width * height of an uploaded PNG
+
+    @classmethod
+    def from_env(cls):
+        env = os.environ.get
+        default = cls()
+        return cls(checkpoint=env("AIOFLOW_MNIST_CHECKPOINT", default.checkpoint),
+                   model=env("AIOFLOW_MNIST_MODEL", default.model),
+                   batching=env("AIOFLOW_MNIST_BATCHING", "1") not in ("0", "false", "no"),
+                   batch_size=int(env("AIOFLOW_MNIST_BATCH_SIZE", default.batch_size)))
+
+
+class ApiError(Exception):
+    """A request the server refuses: answered as ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+def make_predict_job(model: str, batch_size: int):
+    """A predict job: images (batch, 1, 28, 28) in [0, 1] -> softmax probabilities."""
+    if model not in ("lenet", "mlp"):
+        raise ValueError(f"model must be 'lenet' or 'mlp', got {model!r}")
+    net = getattr(_quickstart(), model)
+
+    @flow.global_function(type="predict")
+    def mnist_predict(
+        images: tp.Numpy.Placeholder((batch_size, 1, 28, 28), dtype=flow.float),
+    ) -> tp.Numpy:
+        return flow.nn.softmax(net(images, train=False))
+
+    return mnist_predict
+
+
+async def load_model(config: ServerConfig) -> DynamicBatcher:
+    """Define the job, load the checkpoint, compile, warm up: ready to serve."""
+    path = os.path.abspath(config.checkpoint)
+    if not os.path.isdir(path):
+        raise RuntimeError(f"checkpoint directory {path} does not exist; run "
+                           "`python examples/quickstart.py` first (it saves "
+                           "./quickstart_model) or pass --checkpoint DIR")
+    if config.batching:
+        job = make_predict_job(config.model, config.batch_size)
+        model = DynamicBatcher(job, max_wait=config.max_wait, max_queue=config.max_queue,
+                               timeout=config.timeout, name=MODEL_NAME,
+                               max_inflight_batches=config.max_inflight_batches)
+    else:  # the baseline: one request, one step of a batch-1 job (two steps in flight)
+        job = make_predict_job(config.model, 1)
+        model = DynamicBatcher(job, max_wait=0, max_queue=config.max_queue,
+                               timeout=config.timeout, max_inflight_batches=2,
+                               name=MODEL_NAME)
+    try:
+        await flow.train.CheckPoint().load(path)  # compiles the job first
+    except Exception as exc:
+        raise RuntimeError(f"cannot load {path} into the {config.model} model (was it saved "
+                           f"by `quickstart.py --model {config.model}`?): {exc}") from exc
+    await model.start()
+    await model(np.zeros((1, 28, 28), np.float32))  # warm-up: first-step costs paid here
+    return model
+
+
+# -- request parsing ---------------------------------------------------------------------------
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing (413) more than ``limit`` bytes, declared or streamed."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, "invalid Content-Length header")
+        if int(declared) > limit:
+            raise ApiError(413, f"request body of {declared} bytes is over the limit of "
+                                f"{limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def parse_instances(body: bytes, max_instances: int) -> np.ndarray:
+    """``{"instances": [...]}`` -> float32 images (n, 1, 28, 28); ApiError if malformed."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"request body is not valid JSON: not UTF-8 ({exc.reason} at byte "
+                            f"{exc.start})") from None
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFinite as exc:
+        raise ApiError(400, f"{exc} is not allowed: pixel values must be finite numbers "
+                            "in [0, 1]") from None
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"request body is not valid JSON ({exc})") from None
+    if not isinstance(document, dict) or "instances" not in document:
+        raise ApiError(400, 'expected a JSON object {"instances": [...]} (TensorFlow '
+                            "Serving's row format)")
+    instances = document["instances"]
+    if not isinstance(instances, list) or not instances:
+        raise ApiError(400, '"instances" must be a non-empty list of images')
+    if len(instances) > max_instances:
+        raise ApiError(413, f"{len(instances)} instances in one request; the limit is "
+                            f"{max_instances}")
+    images = np.empty((len(instances), 784), np.float32)
+    for i, instance in enumerate(instances):
+        images[i] = _instance(instance, i)
+    return images.reshape(-1, 1, 28, 28)
+
+
+def _instance(instance, i: int) -> np.ndarray:
+    expected = "784 numbers or 28 lists of 28 numbers"
+    if not isinstance(instance, list):
+        raise ApiError(400, f"instance {i}: expected {expected}, got {type(instance).__name__}")
+    try:
+        array = np.asarray(instance)
+    except (ValueError, TypeError):  # ragged nesting
+        array = None
+    if array is None or array.shape not in ((784,), (28, 28)):
+        shape = "ragged lists" if array is None else f"shape {list(array.shape)}"
+        raise ApiError(400, f"instance {i}: expected {expected}, got {shape}")
+    if array.dtype.kind not in "iuf":
+        raise ApiError(400, f"instance {i}: every value must be a number, got "
+                            f"{_kind_name(array)}")
+    array = array.astype(np.float64).reshape(784)
+    if not np.isfinite(array).all():
+        raise ApiError(400, f"instance {i}: values must be finite (got an overflowing number)")
+    low, high = array.min(), array.max()
+    if low < 0.0 or high > 1.0:
+        raise ApiError(400, f"instance {i}: values must lie in [0, 1], got values from {low:g} "
+                            f"to {high:g} (scale 0..255 pixels by 1/255)")
+    return array
+
+
+def _kind_name(array: np.ndarray) -> str:
+    return {"b": "booleans", "U": "strings", "S": "strings"}.get(array.dtype.kind,
+                                                                 "non-numeric values")
+
+
+def png_size(body: bytes):
+    """(width, height) from a PNG's header, without decoding anything."""
+    if not body.startswith(PNG_SIGNATURE):
+        raise ApiError(415, "the body is not a PNG image (send the PNG file itself as the "
+                            "body, e.g. curl --data-binary @digit.png)")
+    if len(body) < 33 or body[12:16] != b"IHDR":
+        raise ApiError(400, "malformed PNG: it does not start with an IHDR chunk")
+    width, height = struct.unpack(">II", body[16:24])
+    if not width or not height:
+        raise ApiError(400, f"malformed PNG: size {width}x{height}")
+    return width, height
+
+
+def decode_png(body: bytes, max_pixels: int) -> np.ndarray:
+    """A PNG -> (28, 28) float32 in [0, 1], light digit on dark as in MNIST.
+
+    The pixel count is checked from the header before Pillow decodes anything (a small
+    file can declare a huge image: a decompression bomb); Pillow is restricted to PNG.
+    """
+    width, height = png_size(body)
+    if width * height > max_pixels:
+        raise ApiError(413, f"image of {width}x{height} pixels is over the limit of "
+                            f"{max_pixels} pixels")
+    try:
+        with Image.open(io.BytesIO(body), formats=["PNG"]) as image:
+            if image.width * image.height > max_pixels:  # the header said otherwise
+                raise ApiError(413, "image is over the pixel limit")
+            image.load()
+            if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+                background = Image.new("RGBA", image.size, (255, 255, 255, 255))
+                image = Image.alpha_composite(background, image.convert("RGBA"))
+            gray = image.convert("L").resize((28, 28), Image.Resampling.BILINEAR)
+    except ApiError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise ApiError(413, f"image refused: {exc}") from None
+    except Exception as exc:  # whatever a malformed file makes the decoder raise
+        raise ApiError(400, f"could not decode the PNG: {exc}") from None
+    pixels = np.asarray(gray, np.float32) / 255.0
+    if pixels.mean() > 0.5:  # a dark digit on a light background
+        pixels = 1.0 - pixels
+    return pixels
+
+
+# -- the app -----------------------------------------------------------------------------------
+
+def create_app(config=None) -> Starlette:
+    """The ASGI app; loading happens in its lifespan (startup), serving in its routes."""
+    config = config or ServerConfig.from_env()
+    if Image.MAX_IMAGE_PIXELS is None or Image.MAX_IMAGE_PIXELS > config.max_image_pixels:
+        Image.MAX_IMAGE_PIXELS = config.max_image_pixels  # Pillow's own bomb check too
+    http_counts = {}  # (route, status) -> responses
+
+    def count(route: str, status: int) -> None:
+        http_counts[route, status] = http_counts.get((route, status), 0) + 1
+
+    def error(route: str, status: int, message: str, headers=None) -> JSONResponse:
+        count(route, status)
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    async def run_model(request: Request, images: np.ndarray) -> np.ndarray:
+        model: DynamicBatcher = request.app.state.model
+        step = model.max_batch_size
+        parts = await asyncio.gather(*(model(images[i:i + step])
+                                       for i in range(0, len(images), step)))
+        return np.concatenate(parts)
+
+    async def answer(route: str, request: Request, work) -> JSONResponse:
+        try:
+            payload = await work()
+        except ApiError as exc:
+            return error(route, exc.status, exc.message)
+        except ServingError as exc:
+            headers = {"Retry-After": "1"} if exc.status_code == 503 else None
+            return error(route, exc.status_code, str(exc), headers)
+        except Exception:
+            log.exception("serve_mnist: internal error on %s", route)
+            return error(route, 500, "internal error (logged on the server)")
+        count(route, 200)
+        return JSONResponse(payload)
+
+    async def predict(request: Request) -> JSONResponse:
+        async def work():
+            body = await read_body(request, config.max_body_bytes)
+            images = parse_instances(body, config.max_instances)
+            probabilities = await run_model(request, images)
+            return {"predictions": probabilities.tolist()}
+        return await answer("predict", request, work)
+
+    async def classify_png(request: Request) -> JSONResponse:
+        async def work():
+            body = await read_body(request, config.max_body_bytes)
+            pixels = await asyncio.to_thread(decode_png, body, config.max_image_pixels)
+            probabilities = await run_model(request, pixels.reshape(1, 1, 28, 28))
+            return {"predictions": probabilities.tolist(),
+                    "classes": probabilities.argmax(axis=1).tolist()}
+        return await answer("classify-png", request, work)
+
+    async def healthz(request: Request) -> JSONResponse:
+        model = getattr(request.app.state, "model", None)
+        ready = model is not None and model.accepting
+        count("healthz", 200 if ready else 503)
+        return JSONResponse({"status": "ok" if ready else "unavailable",
+                             "model": config.model, "batching": config.batching},
+                            status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        count("metrics", 200)
+        model = getattr(request.app.state, "model", None)
+        text = model.prometheus() if model is not None else ""
+        lines = ["# HELP serve_mnist_http_responses_total HTTP responses by route and status",
+                 "# TYPE serve_mnist_http_responses_total counter"]
+        for (route, status), n in sorted(http_counts.items()):
+            lines.append(f'serve_mnist_http_responses_total{{route="{route}",'
+                         f'status="{status}"}} {n}')
+        return Response(text + "\n".join(lines) + "\n",
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return error("other", exc.status_code, exc.detail, getattr(exc, "headers", None))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        started = time.perf_counter()
+        app.state.model = await load_model(config)
+        log.info("serve_mnist: %s model loaded from %s in %.2f s (batching %s)",
+                 config.model, os.path.abspath(config.checkpoint),
+                 time.perf_counter() - started, "on" if config.batching else "off")
+        try:
+            yield
+        finally:
+            await app.state.model.close(timeout=config.timeout)  # drain queued requests
+
+    routes = [Route(PREDICT_PATH, predict, methods=["POST"]),
+              Route(PNG_PATH, classify_png, methods=["POST"]),
+              Route("/healthz", healthz, methods=["GET"]),
+              Route("/metrics", metrics, methods=["GET"])]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_error})
+    app.state.config = config
+    app.state.model = None
+    return app
+
+
+app = create_app()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = ServerConfig()
+    parser.add_argument("--checkpoint", default=default.checkpoint,
+                        help="directory saved by examples/quickstart.py (default: %(default)s)")
+    parser.add_argument("--model", choices=("lenet", "mlp"), default=default.model,
+                        help="the model the checkpoint was trained as (quickstart's --model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--no-batching", action="store_true",
+                        help="one request per step of a batch-1 job (baseline)")
+    parser.add_argument("--batch-size", type=int, default=default.batch_size)
+    parser.add_argument("--max-wait-ms", type=float, default=default.max_wait * 1000)
+    parser.add_argument("--max-inflight-batches", type=int,
+                        default=default.max_inflight_batches)
+    parser.add_argument("--max-queue", type=int, default=default.max_queue)
+    parser.add_argument("--timeout", type=float, default=default.timeout)
+    parser.add_argument("--max-body-bytes", type=int, default=default.max_body_bytes)
+    parser.add_argument("--max-instances", type=int, default=default.max_instances)
+    parser.add_argument("--max-image-pixels", type=int, default=default.max_image_pixels)
+    parser.add_argument("--no-access-log", action="store_true")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    config = ServerConfig(checkpoint=args.checkpoint, model=args.model,
+                          batching=not args.no_batching, batch_size=args.batch_size,
+                          max_wait=args.max_wait_ms / 1000, max_queue=args.max_queue,
+                          max_inflight_batches=args.max_inflight_batches,
+                          timeout=args.timeout, max_body_bytes=args.max_body_bytes,
+                          max_instances=args.max_instances,
+                          max_image_pixels=args.max_image_pixels)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
+    import uvicorn
+    uvicorn.run(create_app(config), host=args.host, port=args.port,
+                log_level=args.log_level, access_log=not args.no_access_log,
+                timeout_graceful_shutdown=config.timeout + 5)
+
+
+if __name__ == "__main__":
+    main()

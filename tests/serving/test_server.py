@@ -1,0 +1,369 @@
+"""examples/serve_mnist.py through a real HTTP client: httpx over ASGITransport, with the
+app's lifespan driven by asgi-lifespan's LifespanManager (startup and shutdown run in the
+test's own event loop, as under uvicorn), and once as a real uvicorn process on 127.0.0.1.
+
+The checkpoint is a small MLP, trained for a few steps on the bundled digits and saved
+the way quickstart.py saves it.
+"""
+import asyncio
+import importlib.util
+import io
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+import httpx
+import numpy as np
+import pytest
+from asgi_lifespan import LifespanManager
+from PIL import Image
+
+import aioflow as flow
+import aioflow.typing as tp
+from aioflow import checkpoint_io
+from aioflow import session as session_mod
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "examples", "serve_mnist.py")
+PREDICT = "/v1/models/mnist:predict"
+PNG = "/v1/models/mnist:classify-png"
+
+
+def _load_server_module():
+    spec = importlib.util.spec_from_file_location("serve_mnist_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+serve_mnist = _load_server_module()
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+@pytest.fixture(scope="module")
+def digits():
+    (train_x, train_y), (test_x, test_y) = flow.data.load_digits(100, 100)
+    return train_x, train_y, test_x[0], test_y[0]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, digits):
+    """A quickstart-style MLP checkpoint (15 SGD steps on the bundled digits)."""
+    train_x, train_y, _, _ = digits
+    mlp = serve_mnist._quickstart().mlp
+    flow.clear_default_session()
+
+    @flow.global_function(type="train")
+    def train_job(images: tp.Numpy.Placeholder((100, 1, 28, 28), dtype=flow.float),
+                  labels: tp.Numpy.Placeholder((100,), dtype=flow.int32)) -> tp.Numpy:
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, mlp(images, True))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]),
+                           momentum=0).minimize(loss)
+        return loss
+
+    flow.train.CheckPoint().init()
+    for i in range(15):
+        train_job(train_x[i % len(train_x)], train_y[i % len(train_y)])
+    path = tmp_path_factory.mktemp("serving") / "mlp_model"
+    flow.checkpoint.save(str(path))
+    flow.clear_default_session()
+    return str(path)
+
+
+def reference_probabilities(checkpoint, images):
+    """The MLP in numpy from the checkpoint's arrays: what the server must answer."""
+    v = checkpoint_io.read_arrays(checkpoint)
+    x = np.asarray(images, np.float64).reshape(len(images), -1)
+    hidden = np.maximum(x @ v["hidden-weight"].T + v["hidden-bias"], 0)
+    logits = hidden @ v["output-weight"].T + v["output-bias"]
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def config(checkpoint, **overrides):
+    settings = dict(checkpoint=checkpoint, model="mlp", batch_size=8, max_instances=8,
+                    max_body_bytes=200_000, max_image_pixels=40_000, max_wait=0.05)
+    settings.update(overrides)
+    return serve_mnist.ServerConfig(**settings)
+
+
+@pytest.fixture
+async def client(checkpoint):
+    app = serve_mnist.create_app(config(checkpoint))
+    async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://mnist") as c:
+            c.app = app
+            yield c
+
+
+def png_bytes(array) -> bytes:
+    """uint8 (h, w) -> a grayscale PNG, (h, w, 3) -> an RGB PNG."""
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def fake_png_header(width, height) -> bytes:
+    """A tiny file declaring a huge image (IHDR only): a decompression bomb's header."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr
+    return (b"\x89PNG\r\n\x1a\n" + chunk + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+            + b"\x00\x00\x00\x00IEND\xaeB`\x82")
+
+
+async def test_predict_matches_the_model_and_batches_concurrent_requests(client, checkpoint,
+                                                                         digits):
+    _, _, test_x, _ = digits
+    images = test_x[:12].reshape(12, 784)
+    expected = reference_probabilities(checkpoint, images)
+
+    # one request, several instances, both instance layouts
+    body = {"instances": [images[0].tolist(), images[1].reshape(28, 28).tolist()]}
+    response = await client.post(PREDICT, json=body)
+    assert response.status_code == 200, response.text
+    predictions = np.array(response.json()["predictions"])
+    assert predictions.shape == (2, 10)
+    np.testing.assert_allclose(predictions, expected[:2], atol=1e-5)
+    np.testing.assert_allclose(predictions.sum(axis=1), 1.0, atol=1e-5)
+
+    # many concurrent one-instance requests: fewer steps than requests, each its own answer
+    before = client.app.state.model.metrics()["batches"]
+    responses = await asyncio.gather(*(client.post(PREDICT, json={"instances": [img.tolist()]})
+                                       for img in images))
+    assert all(r.status_code == 200 for r in responses)
+    got = np.array([r.json()["predictions"][0] for r in responses])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert client.app.state.model.metrics()["batches"] - before < len(images)
+
+
+async def test_png_upload_is_classified_like_the_same_pixels(client, checkpoint, digits):
+    _, _, test_x, _ = digits
+    pixels = np.round(test_x[0, 0] * 255).astype(np.uint8)
+    expected = reference_probabilities(checkpoint, (pixels / 255.0)[None])
+    response = await client.post(PNG, content=png_bytes(pixels),
+                                 headers={"content-type": "image/png"})
+    assert response.status_code == 200, response.text
+    np.testing.assert_allclose(response.json()["predictions"], expected, atol=1e-4)
+    assert response.json()["classes"] == [int(expected.argmax())]
+    # the same digit, black on white, RGB, four times the size: same class
+    big = np.kron(255 - pixels, np.ones((4, 4), np.uint8))
+    response = await client.post(PNG, content=png_bytes(np.stack([big] * 3, axis=-1)))
+    assert response.status_code == 200, response.text
+    assert response.json()["classes"] == [int(expected.argmax())]
+
+
+def _valid_body():
+    return {"instances": [[0.5] * 784]}
+
+
+MALFORMED_JSON = [
+    # (case, body bytes, status, text expected in the error)
+    ("not JSON", b"this is not json", 400, "not valid JSON"),
+    ("not UTF-8", b"\xff\xfe{", 400, "not valid JSON"),
+    ("deeply nested", b"[" * 100_000, 400, "not valid JSON"),
+    ("JSON array", b"[1, 2]", 400, '{"instances": [...]}'),
+    ("no instances", b'{"inputs": [[0.5]]}', 400, '{"instances": [...]}'),
+    ("instances not a list", b'{"instances": "x"}', 400, "non-empty list"),
+    ("empty instances", b'{"instances": []}', 400, "non-empty list"),
+    ("too many instances", json.dumps({"instances": [[0.0] * 784] * 9}).encode(), 413,
+     "limit is 8"),
+    ("wrong length", json.dumps({"instances": [[0.0] * 783]}).encode(), 400,
+     "instance 0: expected 784 numbers or 28 lists of 28 numbers, got shape [783]"),
+    ("28x27", json.dumps({"instances": [[[0.0] * 27] * 28]}).encode(), 400, "shape [28, 27]"),
+    ("ragged", json.dumps({"instances": [[[0.0] * 28] * 27 + [[0.0] * 27]]}).encode(), 400,
+     "ragged"),
+    ("instance not a list", b'{"instances": [0.5]}', 400, "got float"),
+    ("NaN", ('{"instances": [[NaN' + ", 0.0" * 783 + "]]}").encode(), 400, "NaN is not allowed"),
+    ("Infinity", ('{"instances": [[-Infinity' + ", 0.0" * 783 + "]]}").encode(), 400,
+     "-Infinity is not allowed"),
+    ("overflow", ('{"instances": [[1e999' + ", 0.0" * 783 + "]]}").encode(), 400, "finite"),
+    ("above 1", json.dumps({"instances": [[0.0] * 783 + [255]]}).encode(), 400,
+     "values must lie in [0, 1], got values from 0 to 255"),
+    ("negative", json.dumps({"instances": [[0.5] * 783 + [-0.1]]}).encode(), 400,
+     "values must lie in [0, 1]"),
+    ("strings", json.dumps({"instances": [["0.5"] * 784]}).encode(), 400, "must be a number"),
+    ("nulls", json.dumps({"instances": [[None] * 784]}).encode(), 400, "must be a number"),
+    ("second instance bad", json.dumps({"instances": [[0.0] * 784, [0.0] * 5]}).encode(), 400,
+     "instance 1"),
+    ("body too large", b'{"instances": [' + b" " * 200_000 + b"]}", 413,
+     "over the limit of 200000 bytes"),
+]
+
+
+async def test_malformed_predict_requests_get_a_clear_4xx_and_serving_continues(client):
+    for case, body, status, message in MALFORMED_JSON:
+        response = await client.post(PREDICT, content=body,
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == status, (case, response.text)
+        assert message in response.json()["error"], (case, response.json())
+        ok = await client.post(PREDICT, json=_valid_body())
+        assert ok.status_code == 200, (case, ok.text)
+
+    async def chunks():  # streamed without Content-Length: the limit still holds
+        for _ in range(30):
+            yield b" " * 10_000
+
+    response = await client.post(PREDICT, content=chunks())
+    assert response.status_code == 413 and "over the limit" in response.json()["error"]
+
+    response = await client.get(PREDICT)
+    assert response.status_code == 405 and "error" in response.json()
+    response = await client.post("/v1/models/other:predict", json=_valid_body())
+    assert response.status_code == 404 and "error" in response.json()
+    assert (await client.post(PREDICT, json=_valid_body())).status_code == 200
+
+
+async def test_malformed_uploads_get_a_clear_4xx_and_serving_continues(client):
+    valid = png_bytes(np.zeros((28, 28), np.uint8))
+    noise = png_bytes(np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8))
+    solid = png_bytes(np.zeros((300, 300), np.uint8))  # small file, 90,000 pixels
+    cases = [
+        ("not an image", b"hello, world", 415, "not a PNG image"),
+        ("JPEG magic", b"\xff\xd8\xff\xe0" + b"\x00" * 100, 415, "not a PNG image"),
+        ("empty", b"", 415, "not a PNG image"),
+        ("signature only", b"\x89PNG\r\n\x1a\n", 400, "malformed PNG"),
+        ("truncated", noise[:len(noise) // 2], 400, "could not decode the PNG"),
+        ("corrupt data", noise[:41] + bytes(len(noise) - 41), 400, "could not decode"),
+        ("bomb header", fake_png_header(100_000, 100_000), 413, "over the limit of 40000 pixels"),
+        ("too many pixels", solid, 413, "image of 300x300 pixels"),
+        ("zero size", fake_png_header(0, 5), 400, "malformed PNG"),
+    ]
+    for case, body, status, message in cases:
+        response = await client.post(PNG, content=body, headers={"content-type": "image/png"})
+        assert response.status_code == status, (case, response.text)
+        assert message in response.json()["error"], (case, response.json())
+        ok = await client.post(PNG, content=valid)
+        assert ok.status_code == 200, (case, ok.text)
+
+
+async def test_healthz_and_metrics(client):
+    response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "model": "mlp", "batching": True}
+    await client.post(PREDICT, content=b"nope")
+    await asyncio.gather(*(client.post(PREDICT, json=_valid_body()) for _ in range(5)))
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = response.text
+    assert 'serve_mnist_http_responses_total{route="predict",status="400"} 1' in text
+    assert 'serve_mnist_http_responses_total{route="predict",status="200"} 5' in text
+    assert 'aioflow_serving_requests_total{model="mnist"} 6' in text  # 5 + the warm-up
+    assert 'aioflow_serving_batch_size_bucket{model="mnist",le="8"}' in text
+
+
+async def test_overload_answers_503_with_retry_after(checkpoint):
+    app = serve_mnist.create_app(config(checkpoint, max_queue=8))
+    async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://mnist") as c:
+            body = {"instances": [[0.5] * 784] * 8}
+            lock = session_mod.default_session().lock
+            lock.acquire()  # steps wait (held): the queue of 8 rows fills up
+            try:
+                requests = asyncio.ensure_future(
+                    asyncio.gather(*(c.post(PREDICT, json=body) for _ in range(6))))
+                deadline = time.monotonic() + 20
+                while app.state.model.metrics()["rejected"] < 4:
+                    assert time.monotonic() < deadline and not requests.done()
+                    await asyncio.sleep(0.01)
+            finally:
+                lock.release()
+            responses = await requests
+            codes = sorted(r.status_code for r in responses)
+            # the first request's batch is held; a second fits the queue if the batcher took
+            # the first before it arrived (either order is right); the others are refused
+            assert codes in ([200, 503, 503, 503, 503, 503], [200, 200, 503, 503, 503, 503])
+            refused = next(r for r in responses if r.status_code == 503)
+            assert refused.headers["retry-after"] == "1"
+            assert "overloaded" in refused.json()["error"]
+            assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
+
+
+async def test_unbatched_mode_serves_one_request_per_step(checkpoint):
+    app = serve_mnist.create_app(config(checkpoint, batching=False))
+    async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://mnist") as c:
+            images = np.linspace(0, 1, 3 * 784).reshape(3, 784)
+            response = await c.post(PREDICT, json={"instances": images.tolist()})
+            assert response.status_code == 200
+            np.testing.assert_allclose(response.json()["predictions"],
+                                       reference_probabilities(checkpoint, images), atol=1e-5)
+            metrics = app.state.model.metrics()
+            assert metrics["max_batch_size"] == 1 and metrics["batches"] == 4  # + warm-up
+
+
+async def test_startup_fails_clearly_without_a_usable_checkpoint(checkpoint, tmp_path):
+    app = serve_mnist.create_app(config(str(tmp_path / "missing")))
+    with pytest.raises(RuntimeError, match="run `python examples/quickstart.py` first"):
+        async with LifespanManager(app, startup_timeout=30):
+            pass
+    await flow.clear_default_session()
+    app = serve_mnist.create_app(config(checkpoint, model="lenet"))
+    with pytest.raises(RuntimeError, match="was it saved by `quickstart.py --model lenet`"):
+        async with LifespanManager(app, startup_timeout=30):
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_real_uvicorn_on_loopback(checkpoint):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, SCRIPT, "--checkpoint", checkpoint, "--model", "mlp",
+         "--port", str(port), "--batch-size", "8", "--no-access-log", "--log-level", "warning"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as c:
+            deadline = time.monotonic() + 40
+            while True:
+                assert process.poll() is None, process.stdout.read().decode()
+                try:
+                    if (await c.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "the server did not start within 40 s"
+                await asyncio.sleep(0.1)
+            responses = await asyncio.gather(*(c.post(PREDICT, json=_valid_body())
+                                               for _ in range(16)))
+            assert [r.status_code for r in responses] == [200] * 16
+            first = responses[0].json()["predictions"]
+            for r in responses:
+                np.testing.assert_allclose(r.json()["predictions"], first, atol=1e-6)
+            bad = await c.post(PREDICT, content=b'{"instances": [[NaN]]}')
+            assert bad.status_code == 400 and "NaN" in bad.json()["error"]
+            assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
+            metrics = (await c.get("/metrics")).text
+            assert 'aioflow_serving_succeeded_total{model="mnist"} 18' in metrics
+        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown: drain, lifespan
+        output, _ = await asyncio.to_thread(process.communicate, timeout=30)
+        assert process.returncode == 0, output.decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        if process.stdout:
+            process.stdout.close()
