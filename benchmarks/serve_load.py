@@ -10,9 +10,12 @@ no access log) as a subprocess, waits for ``/healthz``, sends a short warm-up, t
 waits for the answer, and sends the next. It prints throughput, latency percentiles, the
 errors, and the server's mean batch size; then stops the server (SIGINT: graceful).
 
-Modes: ``batched`` (DynamicBatcher over a job of ``--batch-size`` images) and
-``unbatched`` (``--no-batching``: every request is one step of a batch-1 job, two steps in
-flight, i.e. one-request-per-step serving with the same HTTP stack).
+Modes, all with the same HTTP stack: ``batched`` (DynamicBatcher over a job of
+``--batch-size`` images); ``padded`` (``--no-batching --pad``: every request is one step of
+that same job, its other rows zero padding: what a server that calls the job once per
+request does); ``unbatched`` (``--no-batching``: every request is one step of a separately
+compiled batch-1 job: the strongest one-request-per-step baseline). Two steps in flight in
+both baselines.
 
 ``--in-process`` measures the same two modes without HTTP: the clients are tasks awaiting
 the server's model object (built by ``serve_mnist.load_model``) directly, which shows what
@@ -44,6 +47,7 @@ PATH = "/v1/models/mnist:predict"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 REQUEST_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
+MODES = ("batched", "padded", "unbatched")
 
 
 class Connection:
@@ -159,6 +163,7 @@ async def run_in_process(mode: str, args) -> dict:
     await flow.clear_default_session()  # in a running loop: an awaitable (the async rule)
     config = serve_mnist.ServerConfig(
         checkpoint=args.checkpoint, model=args.model, batching=mode == "batched",
+        pad=mode == "padded",
         batch_size=args.batch_size, max_wait=args.max_wait_ms / 1000, max_queue=4096,
         max_inflight_batches=args.max_inflight_batches)
     model = await serve_mnist.load_model(config)
@@ -249,8 +254,10 @@ async def run_mode(mode: str, args, bodies) -> dict:
                "--max-wait-ms", str(args.max_wait_ms), "--max-queue", "4096",
                "--max-inflight-batches", str(args.max_inflight_batches),
                "--no-access-log", "--log-level", "warning"]
-    if mode == "unbatched":
+    if mode in ("unbatched", "padded"):
         command.append("--no-batching")
+    if mode == "padded":
+        command.append("--pad")
     process = subprocess.Popen(command, cwd=ROOT)
     try:
         await _wait_healthy(process, port)
@@ -285,17 +292,18 @@ async def main_async(args) -> dict:
         _print("server", results["server"])
         return results
     for mode in args.modes.split(","):
-        if mode not in ("batched", "unbatched"):
-            raise SystemExit(f"unknown mode {mode!r}: use batched, unbatched")
+        if mode not in MODES:
+            raise SystemExit(f"unknown mode {mode!r}: use {', '.join(MODES)}")
         if args.in_process:
             results[mode] = await run_in_process(mode, args)
         else:
             results[mode] = await run_mode(mode, args, bodies)
         _print(mode, results[mode])
-    if "batched" in results and "unbatched" in results:
-        b, u = results["batched"], results["unbatched"]
-        print(f"batching: {b['throughput'] / u['throughput']:.1f}x the throughput, p99 "
-              f"{b['p99_ms']:.1f} ms vs {u['p99_ms']:.1f} ms")
+    for baseline in ("padded", "unbatched"):
+        if "batched" in results and baseline in results:
+            b, u = results["batched"], results[baseline]
+            print(f"batching vs {baseline}: {b['throughput'] / u['throughput']:.1f}x the "
+                  f"throughput, p99 {b['p99_ms']:.1f} ms vs {u['p99_ms']:.1f} ms")
     return results
 
 
@@ -307,7 +315,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per mode")
     parser.add_argument("--max-requests", type=int, default=1_000_000,
                         help="stop a mode after this many requests even if time is left")
-    parser.add_argument("--modes", default="batched,unbatched")
+    parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--max-inflight-batches", type=int, default=1)

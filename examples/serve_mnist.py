@@ -18,7 +18,9 @@ An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST conve
 
 Concurrent requests are coalesced by :class:`aioflow.serving.DynamicBatcher` into steps of a
 predict job with a batch of ``--batch-size`` images. ``--no-batching`` serves one request
-per step of a batch-1 job instead (the baseline of ``benchmarks/serve_load.py``).
+per step instead, of a batch-1 job, or with ``--pad`` of the ``--batch-size`` job padded
+with zeros (what calling the job once per request does): the baselines of
+``benchmarks/serve_load.py``.
 
 The job is compiled and the checkpoint loaded at startup (the ASGI lifespan), not at the
 first request. Limits: ``--max-body-bytes`` per request, ``--max-instances`` per request,
@@ -56,6 +58,11 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow.serving import DynamicBatcher, ServingError
 
+try:  # ~9x faster than json on 784 floats: 18 us against 175 us per instance
+    import orjson
+except ImportError:  # the stdlib parser alone gives the same answers, slower
+    orjson = None
+
 log = logging.getLogger("serve_mnist")
 
 MODEL_NAME = "mnist"
@@ -81,6 +88,8 @@ class ServerConfig:
     checkpoint: str = "./quickstart_model"
     model: str = "lenet"                # "lenet" or "mlp", as quickstart.py --model
     batching: bool = True
+    pad: bool = False                   # batching off: one request per step of the full,
+                                        # zero-padded job instead of a batch-1 job
     batch_size: int = 64                # rows per job step (batching on)
     max_wait: float = 0.005             # seconds a batch waits for stragglers
     max_inflight_batches: int = 1       # batches submitted at once (batching on)
@@ -138,9 +147,9 @@ async def load_model(config: ServerConfig) -> DynamicBatcher:
         model = DynamicBatcher(job, max_wait=config.max_wait, max_queue=config.max_queue,
                                timeout=config.timeout, name=MODEL_NAME,
                                max_inflight_batches=config.max_inflight_batches)
-    else:  # the baseline: one request, one step of a batch-1 job (two steps in flight)
-        job = make_predict_job(config.model, 1)
-        model = DynamicBatcher(job, max_wait=0, max_queue=config.max_queue,
+    else:  # the baselines: one request, one step (two steps in flight)
+        job = make_predict_job(config.model, config.batch_size if config.pad else 1)
+        model = DynamicBatcher(job, max_batch_size=1, max_wait=0, max_queue=config.max_queue,
                                timeout=config.timeout, max_inflight_batches=2,
                                name=MODEL_NAME)
     try:
@@ -183,6 +192,11 @@ def _refuse_constant(name: str):
 
 def parse_instances(body: bytes, max_instances: int) -> np.ndarray:
     """``{"instances": [...]}`` -> float32 images (n, 1, 28, 28); ApiError if malformed."""
+    if orjson is not None:
+        try:
+            return _images(orjson.loads(body), max_instances)
+        except orjson.JSONDecodeError:
+            pass  # the stdlib parser below says precisely what is wrong (NaN, position)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -195,6 +209,10 @@ def parse_instances(body: bytes, max_instances: int) -> np.ndarray:
                             "in [0, 1]") from None
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"request body is not valid JSON ({exc})") from None
+    return _images(document, max_instances)
+
+
+def _images(document, max_instances: int) -> np.ndarray:
     if not isinstance(document, dict) or "instances" not in document:
         raise ApiError(400, 'expected a JSON object {"instances": [...]} (TensorFlow '
                             "Serving's row format)")
@@ -397,6 +415,9 @@ def main(argv=None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--no-batching", action="store_true",
                         help="one request per step of a batch-1 job (baseline)")
+    parser.add_argument("--pad", action="store_true",
+                        help="with --no-batching: one request per step of the --batch-size "
+                             "job, zero-padded (baseline)")
     parser.add_argument("--batch-size", type=int, default=default.batch_size)
     parser.add_argument("--max-wait-ms", type=float, default=default.max_wait * 1000)
     parser.add_argument("--max-inflight-batches", type=int,
@@ -410,7 +431,8 @@ def main(argv=None) -> None:
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     config = ServerConfig(checkpoint=args.checkpoint, model=args.model,
-                          batching=not args.no_batching, batch_size=args.batch_size,
+                          batching=not args.no_batching, pad=args.pad,
+                          batch_size=args.batch_size,
                           max_wait=args.max_wait_ms / 1000, max_queue=args.max_queue,
                           max_inflight_batches=args.max_inflight_batches,
                           timeout=args.timeout, max_body_bytes=args.max_body_bytes,

@@ -206,6 +206,22 @@ MALFORMED_JSON = [
 ]
 
 
+@pytest.mark.parametrize("fast_parser", [True, False], ids=["orjson", "stdlib json"])
+def test_parser_answers_the_same_with_and_without_orjson(monkeypatch, fast_parser):
+    if fast_parser and serve_mnist.orjson is None:
+        pytest.skip("orjson is not installed (it is in the serve and test extras)")
+    if not fast_parser:
+        monkeypatch.setattr(serve_mnist, "orjson", None)
+    images = np.linspace(0, 1, 2 * 784).reshape(2, 28, 28)
+    parsed = serve_mnist.parse_instances(json.dumps({"instances": images.tolist()}).encode(), 8)
+    assert parsed.dtype == np.float32 and parsed.shape == (2, 1, 28, 28)
+    np.testing.assert_array_equal(parsed, images.reshape(2, 1, 28, 28).astype(np.float32))
+    for case, body, status, message in MALFORMED_JSON[:-1]:  # the last is the HTTP limit
+        with pytest.raises(serve_mnist.ApiError) as refused:
+            serve_mnist.parse_instances(body, 8)
+        assert refused.value.status == status and message in refused.value.message, case
+
+
 async def test_malformed_predict_requests_get_a_clear_4xx_and_serving_continues(client):
     for case, body, status, message in MALFORMED_JSON:
         response = await client.post(PREDICT, content=body,
@@ -296,8 +312,9 @@ async def test_overload_answers_503_with_retry_after(checkpoint):
             assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
 
 
-async def test_unbatched_mode_serves_one_request_per_step(checkpoint):
-    app = serve_mnist.create_app(config(checkpoint, batching=False))
+@pytest.mark.parametrize("pad", [False, True], ids=["batch-1 job", "padded full job"])
+async def test_unbatched_modes_serve_one_request_per_step(checkpoint, pad):
+    app = serve_mnist.create_app(config(checkpoint, batching=False, pad=pad))
     async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
         transport = httpx.ASGITransport(app=manager.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://mnist") as c:
@@ -308,6 +325,8 @@ async def test_unbatched_mode_serves_one_request_per_step(checkpoint):
                                        reference_probabilities(checkpoint, images), atol=1e-5)
             metrics = app.state.model.metrics()
             assert metrics["max_batch_size"] == 1 and metrics["batches"] == 4  # + warm-up
+            assert app.state.model.batch_size == (8 if pad else 1)
+            assert metrics["padded_rows"] == (4 * 7 if pad else 0)
 
 
 async def test_startup_fails_clearly_without_a_usable_checkpoint(checkpoint, tmp_path):
