@@ -32,7 +32,7 @@ from .inputs import convert_argument
 from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime.results import running_loop
-from .signature import flatten_result, read_parameters, read_return
+from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
 _JOB_TYPES = ("train", "predict")
 
@@ -119,21 +119,7 @@ class JobFunction:
     def _bind(self, args, kwargs, private: bool = True) -> list:
         params = self.parameters
         name = self.__name__
-        positional = [p for p in params if p.positional]
-        if len(args) > len(positional):
-            what = "arguments" if len(positional) == len(params) else "positional arguments"
-            raise TypeError(f"{name}() takes {len(positional)} {what} "
-                            f"({', '.join(p.name for p in positional)}), got {len(args)}")
-        values = dict(zip((p.name for p in positional), args))
-        for key, value in kwargs.items():
-            if key not in {p.name for p in params if p.by_keyword}:
-                raise TypeError(f"{name}() got an unexpected argument {key!r}")
-            if key in values:
-                raise TypeError(f"{name}() got multiple values for argument {key!r}")
-            values[key] = value
-        missing = [p.name for p in params if p.name not in values]
-        if missing:
-            raise TypeError(f"{name}() missing argument(s): {', '.join(missing)}")
+        values = bind_arguments(params, args, kwargs, name)
         arrays = []
         for p in params:
             arrays += convert_argument(p.spec, values[p.name], p.name, name, private)

@@ -47,6 +47,36 @@ class Parameter:
         return self.kind is not inspect.Parameter.POSITIONAL_ONLY
 
 
+def bind_arguments(params: list[Parameter], args, kwargs, name: str) -> dict:
+    """Map a call's ``args``/``kwargs`` to parameter names, as Python would; TypeError if not.
+
+    ``name`` begins every message (the job's name, or a wrapper's).
+
+    >>> p = [Parameter("x", None), Parameter("y", None)]
+    >>> bind_arguments(p, (1,), {"y": 2}, "job")
+    {'x': 1, 'y': 2}
+    >>> bind_arguments(p, (1,), {}, "job")
+    Traceback (most recent call last):
+    TypeError: job() missing argument(s): y
+    """
+    positional = [p for p in params if p.positional]
+    if len(args) > len(positional):
+        what = "arguments" if len(positional) == len(params) else "positional arguments"
+        raise TypeError(f"{name}() takes {len(positional)} {what} "
+                        f"({', '.join(p.name for p in positional)}), got {len(args)}")
+    values = dict(zip((p.name for p in positional), args))
+    for key, value in kwargs.items():
+        if key not in {p.name for p in params if p.by_keyword}:
+            raise TypeError(f"{name}() got an unexpected argument {key!r}")
+        if key in values:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        values[key] = value
+    missing = [p.name for p in params if p.name not in values]
+    if missing:
+        raise TypeError(f"{name}() missing argument(s): {', '.join(missing)}")
+    return values
+
+
 def read_parameters(fn, legacy_defaults_allowed: bool = True) -> list[Parameter]:
     sig = inspect.signature(fn)
     hints = _annotations(fn)

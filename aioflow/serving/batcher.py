@@ -45,6 +45,7 @@ import math
 
 import numpy as np
 
+from ..signature import bind_arguments
 from .metrics import ServingMetrics, prometheus_text
 
 __all__ = ["DynamicBatcher", "ServingError", "OverloadedError", "BatcherClosedError",
@@ -389,21 +390,7 @@ class DynamicBatcher:
 
     def _bind(self, args, kwargs):
         """The request's rows per placeholder; raises TypeError/ValueError if malformed."""
-        params = [p for p, _ in self._params]
-        positional = [p for p in params if p.positional]
-        if len(args) > len(positional):
-            raise TypeError(f"{self.name}: takes {len(positional)} positional arguments "
-                            f"({', '.join(p.name for p in positional)}), got {len(args)}")
-        values = dict(zip((p.name for p in positional), args))
-        for key, value in kwargs.items():
-            if key not in {p.name for p in params if p.by_keyword}:
-                raise TypeError(f"{self.name}: unexpected argument {key!r}")
-            if key in values:
-                raise TypeError(f"{self.name}: multiple values for argument {key!r}")
-            values[key] = value
-        missing = [p.name for p in params if p.name not in values]
-        if missing:
-            raise TypeError(f"{self.name}: missing argument(s): {', '.join(missing)}")
+        values = bind_arguments([p for p, _ in self._params], args, kwargs, self.name)
         rows, forms = [], set()
         for p, leaves in self._params:
             value = values[p.name]
