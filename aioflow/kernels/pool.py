@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import parallel
 from .conv import _array_module, _pads, _pair, conv_output_size
 
 __all__ = [
@@ -73,11 +74,21 @@ class _PoolGeom:
 
 def _chunks(n, per_sample_bytes):
     """Batch slices of about ``_CHUNK_BYTES`` of input each, of near-equal sizes: the
-    intermediates of the separable passes then stay in cache."""
-    nb = max(1, min(n, _CHUNK_BYTES // max(1, per_sample_bytes)))
-    k = -(-n // nb)
+    intermediates of the separable passes then stay in cache. As many per parallel
+    worker (:mod:`aioflow.kernels.parallel`)."""
+    k = parallel.chunk_count(n, _CHUNK_BYTES // max(1, per_sample_bytes))
     bounds = [i * n // k for i in range(k + 1)]
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def _each_chunk(xp, chunks, fn):
+    """``fn(slice)`` for every batch chunk; chunks write disjoint batch rows, so on numpy
+    they run on the parallel workers."""
+    if xp is not np:
+        for sl in chunks:
+            fn(sl)
+        return
+    parallel.run_chunks(lambda share: [fn(sl) for sl in share], chunks)
 
 
 def _padded_input(xp, x, g, fill):
@@ -116,7 +127,8 @@ def _backward_chunks(xp, g, dx, fill_region):
     then crop into dx."""
     zero = g.overlapping or not g.tiles()
     Hp, Wp = g.H + g.pt + g.pb, g.W + g.pl + g.pr
-    for sl in _chunks(g.N, g.C * g.H * g.W * dx.dtype.itemsize):
+
+    def chunk(sl):
         if g.padded:
             buf = xp.zeros((sl.stop - sl.start, g.C, Hp, Wp), dx.dtype)
         else:
@@ -126,6 +138,8 @@ def _backward_chunks(xp, g, dx, fill_region):
         fill_region(sl, buf[:, :, :g.Hu, :g.Wu])
         if g.padded:
             dx[sl] = buf[:, :, g.pt:g.pt + g.H, g.pl:g.pl + g.W]
+
+    _each_chunk(xp, _chunks(g.N, g.C * g.H * g.W * dx.dtype.itemsize), chunk)
     return dx
 
 
@@ -147,8 +161,11 @@ def max_pool2d_forward(x, ksize=(2, 2), strides=(2, 2), pads=((0, 0), (0, 0))):
     kk = g.kh * g.kw
     y = xp.empty((g.N, g.C, g.OH, g.OW), dtype)
     argmax = xp.empty(y.shape, _argmax_dtype(dtype, kk))
-    for sl in _chunks(g.N, g.C * g.H * g.W * dtype.itemsize):
+
+    def chunk(sl):
         y[sl], argmax[sl] = _max_pool_chunk(xp, x[sl], g)
+
+    _each_chunk(xp, _chunks(g.N, g.C * g.H * g.W * dtype.itemsize), chunk)
     return y, argmax
 
 
@@ -239,7 +256,8 @@ def avg_pool2d_forward(x, ksize=(2, 2), strides=(2, 2), pads=((0, 0), (0, 0)), *
     if not isinstance(inv, np.generic):
         inv = xp.asarray(inv)
     y = xp.empty((g.N, g.C, g.OH, g.OW), dtype)
-    for sl in _chunks(g.N, g.C * g.H * g.W * dtype.itemsize):
+
+    def chunk(sl):
         a = _padded_input(xp, x[sl], g, 0)
         if g.kw == 1:
             cs = _cols(a, 0, g)
@@ -255,6 +273,8 @@ def avg_pool2d_forward(x, ksize=(2, 2), strides=(2, 2), pads=((0, 0), (0, 0)), *
             for i in range(2, g.kh):
                 ys += _rows(cs, i, g)
         ys *= inv
+
+    _each_chunk(xp, _chunks(g.N, g.C * g.H * g.W * dtype.itemsize), chunk)
     return y
 
 
