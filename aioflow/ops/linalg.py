@@ -39,6 +39,12 @@ def _t(xp, x, flag):
 @register("matmul", infer=_infer_matmul)
 def matmul_op(ctx, a, b, *, transpose_a=False, transpose_b=False):
     xp = ctx.xp
+    if transpose_b and not transpose_a and a.ndim == 2 and b.ndim == 2:
+        # A dense layer's ``x @ w.T`` (w stored (out, in)): OpenBLAS runs the same product
+        # as ``(w @ x.T).T`` 10-40% faster (100x784 @ 784x512 float32: 0.69 -> 0.49 ms with
+        # the SkylakeX kernels, 0.51 -> 0.44 ms with Haswell's). The result is the
+        # transposed (Fortran-ordered) view; every consumer accepts any layout.
+        return xp.matmul(b, a.T).T
     return xp.matmul(_t(xp, a, transpose_a), _t(xp, b, transpose_b))
 
 
