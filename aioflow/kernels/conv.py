@@ -401,14 +401,18 @@ def _backward_filter_rows(xp, dy, x, g, dtype, dwt):
     plane = Q * NW
     K = g.Cg * g.kw
     cf = col.reshape(g.C * g.kw, -1)
-    dyt = xp.empty((g.O, g.OH, n, g.OW), dtype)
-    dyt[...] = dy.transpose(1, 2, 0, 3)
-    d2 = dyt.reshape(g.O, M)
-    tmp = xp.empty((g.Og, K), dtype)
+    # dy laid out (M, O) so each GEMM is ``rows @ dy`` with neither operand transposed:
+    # OpenBLAS runs that form 25% faster than ``dy @ rows.T`` (160x4900 @ 4900x64 float32,
+    # the seed LeNet's conv2: 0.56 vs 0.76 ms), and the transposing copy of dy is needed
+    # either way.
+    dyt = xp.empty((g.OH, n, g.OW, g.O), dtype)
+    dyt[...] = dy.transpose(2, 0, 3, 1)
+    d2t = dyt.reshape(M, g.O)
+    tmp = xp.empty((K, g.Og), dtype)
     for gi in range(g.G):
         o = slice(gi * g.Og, (gi + 1) * g.Og)
         rows = cf[gi * K:(gi + 1) * K]
         for i, (p, a) in enumerate(starts):
             s = p * plane + a * NW
-            xp.matmul(d2[o], rows[:, s:s + M].T, out=tmp)
-            dwt[i, o] += tmp
+            xp.matmul(rows[:, s:s + M], d2t[:, o], out=tmp)
+            dwt[i, o] += tmp.T
