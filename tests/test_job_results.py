@@ -286,3 +286,20 @@ def test_predict_job_defined_before_and_called_after_a_reset_sees_new_variables(
     np.testing.assert_array_equal(job(np.ones(2, np.float32)), [7, 7])
     flow.clear_default_session()
     np.testing.assert_array_equal(job(np.ones(2, np.float32)), [3, 3])
+
+
+def test_results_are_c_contiguous_even_when_a_kernel_returns_a_transposed_view():
+    # matmul computes a dense layer's x @ w.T as (w @ x.T).T, a Fortran-ordered view
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def dense(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.matmul(x, flow.get_variable("w", (5, 3), initializer=flow.ones_initializer()),
+                           transpose_b=True)
+
+    flow.train.CheckPoint().init()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out = dense(x)
+    assert out.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(out, x @ np.ones((3, 5), np.float32))
+    flow.clear_default_session()

@@ -43,7 +43,7 @@ class Plan:
         instructions = self.instructions
         for index, ins in enumerate(instructions):
             if index == self.fetch_at:
-                results = [ctx.xp.array(slots[s], copy=True) for s in self.output_slots]
+                results = [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
             try:
                 produced = ins.kernel(ctx, *[slots[i] for i in ins.inputs], **ins.attrs)
             except Exception as exc:
@@ -57,7 +57,7 @@ class Plan:
             for slot in ins.release:
                 slots[slot] = None
         if results is None:
-            results = [ctx.xp.array(slots[s], copy=True) for s in self.output_slots]
+            results = [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
         return results
 
 
