@@ -10,7 +10,7 @@ chosen kind (see ``flow.scope.placement``).
 from __future__ import annotations
 
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
-             "pipeline_depth": 2, "fusion": True}
+             "pipeline_depth": 2, "fusion": True, "memory_plan": True}
 
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "machine_num",
     "pipeline_depth",
     "enable_fusion",
+    "enable_memory_plan",
     "enable_debug_mode",
     "get",
 ]
@@ -57,6 +58,13 @@ def enable_fusion(flag: bool = True) -> None:
     """Turn the compiler's rewrites (e.g. pooling before bias + relu) on or off for jobs
     compiled from now on; results agree to float rounding either way."""
     _settings["fusion"] = bool(flag)
+
+
+def enable_memory_plan(flag: bool = True) -> None:
+    """Turn the compiler's memory plan on or off for jobs compiled from now on: with it,
+    elementwise ops write into buffers reused by liveness and from step to step; without
+    it, every op allocates its result each step. Results are identical either way."""
+    _settings["memory_plan"] = bool(flag)
 
 
 def enable_debug_mode(flag: bool = True) -> None:

@@ -142,7 +142,7 @@ class CompiledJob:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
-        self.plan = build_plan(graph)
+        self.plan = build_plan(graph, memory_plan=config.get("memory_plan"))
         session.initialize_missing()
 
     def _trace(self, graph: Graph) -> None:

@@ -3,7 +3,9 @@
 Values live in a list indexed by slot; each instruction names its input and output
 slots, and the slots freed after it (by liveness), so intermediate arrays die early.
 Results are copied out before the in-place updates run (a returned variable shows its
-value from before the step).
+value from before the step). Ops that can write into ``out=`` get a buffer from the
+memory plan (:mod:`aioflow.compiler.memory`): arrays allocated at the first step and
+reused by every later one.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..ir import Graph
+from .memory import plan_buffers
 
 
 @dataclass
@@ -21,6 +24,7 @@ class Instruction:
     attrs: dict[str, Any]
     name: str
     release: tuple[int, ...] = ()
+    buffer: int | None = None  # the memory plan's buffer the output is written into
 
 
 @dataclass
@@ -31,9 +35,39 @@ class Plan:
     fetch_at: int  # index of the first instruction with side effects
     num_slots: int
     constants: dict[int, Any] = field(default_factory=dict)
+    buffers: list[tuple[tuple, Any]] = field(default_factory=list)  # (shape, aioflow dtype)
+    _bound: bool = False
+
+    def _bind_buffers(self, ctx) -> None:
+        """Allocate the memory plan's buffers (once) and hand each to its writers."""
+        from .. import dtypes
+        arrays = [ctx.xp.empty(shape, dtype=dtypes.as_numpy(dtype))
+                  for shape, dtype in self.buffers]
+        for ins in self.instructions:
+            if ins.buffer is not None:
+                ins.attrs = {**ins.attrs, "out": arrays[ins.buffer]}
+        self._bound = True
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Bytes the memory plan's buffers take (allocated at the first step)."""
+        from .. import dtypes
+        total = 0
+        for shape, dtype in self.buffers:
+            count = 1
+            for d in shape:
+                count *= d
+            total += count * dtypes.as_numpy(dtype).itemsize
+        return total
 
     def run(self, ctx, inputs) -> list:
-        """Execute one step; returns fresh copies of the output values."""
+        """Execute one step; returns fresh copies of the output values.
+
+        Steps of one plan must not run concurrently (the session's lock sees to it): the
+        memory plan's buffers are shared by every step.
+        """
+        if not self._bound:
+            self._bind_buffers(ctx)
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.input_slots, inputs):
             slots[slot] = value
@@ -61,7 +95,12 @@ class Plan:
         return results
 
 
-def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None) -> Plan:
+def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
+               memory_plan: bool = True) -> Plan:
+    """The plan of ``graph``; ``memory_plan=False`` lets every op allocate its output
+    afresh each step (the reference the memory plan is tested against)."""
+    buffer_of_node, buffers = plan_buffers(graph) if memory_plan else (
+        [None] * len(graph.nodes), [])
     slot_of: dict[int, int] = {}
 
     def slot(blob_id: int) -> int:
@@ -89,6 +128,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None) -> P
             attrs=dict(node.attrs),
             name=node.name,
             release=tuple(sorted(set(release))),
+            buffer=buffer_of_node[index],
         ))
     return Plan(
         instructions=instructions,
@@ -97,4 +137,5 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None) -> P
         fetch_at=fetch_at,
         num_slots=len(slot_of),
         constants={slot_of[k]: v for k, v in (constant_values or {}).items() if k in slot_of},
+        buffers=buffers,
     )

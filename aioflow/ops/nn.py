@@ -166,9 +166,9 @@ def bias_view_shape(ndim, axis, size):
     return tuple(shape)
 
 
-@register("bias_add", infer=_infer_bias_add)
-def bias_add_op(ctx, x, b, *, axis):
-    return x + b.reshape(bias_view_shape(x.ndim, axis, b.shape[0]))
+@register("bias_add", infer=_infer_bias_add, writes_out=True)
+def bias_add_op(ctx, x, b, *, axis, out=None):
+    return ctx.xp.add(x, b.reshape(bias_view_shape(x.ndim, axis, b.shape[0])), out=out)
 
 
 @bias_add_op.grad

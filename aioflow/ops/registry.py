@@ -23,13 +23,20 @@ class OpDef:
     """A primitive op. See the module docstring for the rule signatures."""
 
     def __init__(self, name: str, infer: Callable, forward: Callable, *,
-                 side_effect: bool = False, differentiable: bool = True):
+                 side_effect: bool = False, differentiable: bool = True,
+                 writes_out: bool = False):
         self.name = name
         self.infer = infer
         self.forward = forward
         self.grad_rule: Callable | None = None
         self.side_effect = side_effect
         self.differentiable = differentiable
+        # The kernel also takes ``out=``: a C-contiguous array of its (single) output's
+        # shape and dtype to write the result into, which may be the very memory of one of
+        # its inputs (an elementwise ufunc reads each element before writing it). The
+        # compiler's memory plan (compiler/memory.py) then reuses buffers across ops and
+        # steps instead of allocating a fresh array per op per step.
+        self.writes_out = writes_out
 
     def grad(self, rule: Callable) -> Callable:
         """Decorator: attach the gradient rule."""
@@ -48,13 +55,15 @@ class OpDef:
 
 
 def register(name: str, infer: Callable, *, side_effect: bool = False,
-             differentiable: bool = True) -> Callable[[Callable], OpDef]:
+             differentiable: bool = True, writes_out: bool = False
+             ) -> Callable[[Callable], OpDef]:
     """Decorator over a forward kernel: ``@register("relu", infer=same_shape)``."""
 
     def wrap(forward: Callable) -> OpDef:
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is registered twice")
-        op = OpDef(name, infer, forward, side_effect=side_effect, differentiable=differentiable)
+        op = OpDef(name, infer, forward, side_effect=side_effect,
+                   differentiable=differentiable, writes_out=writes_out)
         REGISTRY[name] = op
         return op
 

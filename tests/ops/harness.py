@@ -89,14 +89,21 @@ def assert_ops(job, expected_ops: Sequence[str]) -> None:
 
 def _checking(kernel, node):
     """Wrap ``kernel`` so its outputs must match the shape/dtype that node's op declared,
-    and (but for update ops) it must leave its input arrays alone."""
+    and (but for update ops) it must leave its input arrays alone: all but one whose
+    memory the memory plan handed it as ``out=`` (an input that dies at this op), and
+    then the kernel must return that very ``out`` array."""
 
     def checked(ctx, *args, **attrs):
         if node.op.side_effect:
             return kernel(ctx, *args, **attrs)
+        out = attrs.get("out")
         saved = [np.array(a, copy=True) for a in args]
         produced = kernel(ctx, *args, **attrs)
+        if out is not None:
+            assert produced is out, f"op {node.op.name}: given out=, returned another array"
         for i, (arg, old) in enumerate(zip(args, saved)):
+            if out is not None and np.shares_memory(arg, out):
+                continue  # the plan's in-place reuse of a dead input
             assert np.array_equal(arg, old, equal_nan=arg.dtype.kind == "f"), (
                 f"op {node.op.name} ({node.name}) modified its input {i} in place")
         if not node.outputs:
