@@ -142,7 +142,8 @@ class CompiledJob:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
-        self.plan = build_plan(graph, memory_plan=config.get("memory_plan"))
+        self.plan = build_plan(graph, memory_plan=config.get("memory_plan"),
+                               kernel_threading=config.get("kernel_threading"))
         session.initialize_missing()
 
     def _trace(self, graph: Graph) -> None:

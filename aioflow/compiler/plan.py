@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..ir import Graph
+from ..kernels import parallel
 from .memory import plan_buffers
 
 
@@ -36,6 +37,7 @@ class Plan:
     num_slots: int
     constants: dict[int, Any] = field(default_factory=dict)
     buffers: list[tuple[tuple, Any]] = field(default_factory=list)  # (shape, aioflow dtype)
+    split_kernels: bool = False  # hold the BLAS at one thread; kernels split their batch
     _bound: bool = False
 
     def _bind_buffers(self, ctx) -> None:
@@ -68,6 +70,12 @@ class Plan:
         """
         if not self._bound:
             self._bind_buffers(ctx)
+        if self.split_kernels:
+            with parallel.single_blas_thread():
+                return self._run(ctx, inputs)
+        return self._run(ctx, inputs)
+
+    def _run(self, ctx, inputs) -> list:
         slots: list[Any] = [None] * self.num_slots
         for slot, value in zip(self.input_slots, inputs):
             slots[slot] = value
@@ -96,9 +104,12 @@ class Plan:
 
 
 def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
-               memory_plan: bool = True) -> Plan:
+               memory_plan: bool = True, kernel_threading: str = "blas") -> Plan:
     """The plan of ``graph``; ``memory_plan=False`` lets every op allocate its output
-    afresh each step (the reference the memory plan is tested against)."""
+    afresh each step (the reference the memory plan is tested against);
+    ``kernel_threading`` as :func:`aioflow.config.kernel_threading`."""
+    split = kernel_threading == "split" or (
+        kernel_threading == "auto" and any(n.op.splits_batch for n in graph.nodes))
     buffer_of_node, buffers = plan_buffers(graph) if memory_plan else (
         [None] * len(graph.nodes), [])
     slot_of: dict[int, int] = {}
@@ -138,4 +149,5 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
         num_slots=len(slot_of),
         constants={slot_of[k]: v for k, v in (constant_values or {}).items() if k in slot_of},
         buffers=buffers,
+        split_kernels=split,
     )

@@ -25,10 +25,12 @@ from typing import Callable, Sequence, TypeVar
 T = TypeVar("T")
 
 __all__ = ["workers", "run_parallel", "run_chunks", "chunk_count", "split_evenly",
-           "set_enabled"]
+           "set_enabled", "single_blas_thread", "blas_held"]
 
 _lock = threading.Lock()           # held while a region uses the pool
-_state: dict = {"enabled": True, "workers": None, "pool": None, "blas": None}
+_state: dict = {"enabled": True, "workers": None, "pool": None, "blas": None,
+                "held": 0, "saved": None}
+_hold_lock = threading.Lock()      # guards "held"/"saved" (one count for all threads)
 
 
 def _blas_controller():
@@ -76,6 +78,58 @@ def split_evenly(items: Sequence[T], parts: int) -> list[Sequence[T]]:
     return [items[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
+class single_blas_thread:
+    """Context manager: hold the BLAS at one thread for a whole step, so that the kernels
+    that split their batch over :func:`workers` threads (:func:`blas_held` tells them)
+    do all the parallelism themselves.
+
+    Why a whole step: a BLAS call on two threads leaves OpenBLAS's second thread spinning
+    on a core for a while after it returns; a parallel region that starts in that window
+    shares one core between its two workers. Holding one BLAS thread from the start to the
+    end of the step means no BLAS thread ever spins. Nested and concurrent holds (two
+    sessions' compute threads) share one count: the first sets one thread, the last
+    restores what was there. Does nothing when :func:`workers` is 1.
+    """
+
+    def __enter__(self):
+        if workers() <= 1:
+            self.active = False
+            return self
+        with _hold_lock:
+            if _state["held"] == 0:
+                controllers = _blas_controller().lib_controllers
+                saved = [c.num_threads for c in controllers]
+                for c in controllers:
+                    c.set_num_threads(1)
+                if any(c.num_threads != 1 for c in controllers):
+                    # OpenBLAS 0.3.31 ignores a set from a thread other than the main
+                    # one once the main thread has set a count itself: then splitting
+                    # would oversubscribe the cores, so the kernels run unsplit.
+                    for c, n in zip(controllers, saved):
+                        c.set_num_threads(n)
+                    self.active = False
+                    return self
+                _state["saved"] = saved
+            _state["held"] += 1
+        self.active = True
+        return self
+
+    def __exit__(self, *exc_info):
+        if not self.active:
+            return
+        with _hold_lock:
+            _state["held"] -= 1
+            if _state["held"] == 0:
+                for c, n in zip(_blas_controller().lib_controllers, _state["saved"]):
+                    c.set_num_threads(n)
+
+
+def blas_held() -> bool:
+    """True inside :class:`single_blas_thread` with more than one worker: GEMM-heavy
+    kernels should then split their work over :func:`run_chunks` themselves."""
+    return _state["held"] > 0
+
+
 def run_parallel(tasks: Sequence[Callable[[], T]]) -> list[T]:
     """Run the independent ``tasks`` (one per worker at most, see :func:`workers`) and
     return their results in order. The caller runs the last task itself; the BLAS runs
@@ -85,9 +139,11 @@ def run_parallel(tasks: Sequence[Callable[[], T]]) -> list[T]:
         return [task() for task in tasks]
     try:
         blas = _blas_controller()
+        held = blas_held()  # already one thread for the whole step: nothing to switch
         saved = [c.num_threads for c in blas.lib_controllers]
-        for c in blas.lib_controllers:
-            c.set_num_threads(1)
+        if not held:
+            for c in blas.lib_controllers:
+                c.set_num_threads(1)
         try:
             pool = _state["pool"]
             if pool is None:
@@ -100,8 +156,9 @@ def run_parallel(tasks: Sequence[Callable[[], T]]) -> list[T]:
                 wait(futures)       # never restore the BLAS threads under a running task
             return [f.result() for f in futures] + [last]
         finally:
-            for c, n in zip(blas.lib_controllers, saved):
-                c.set_num_threads(n)
+            if not held:
+                for c, n in zip(blas.lib_controllers, saved):
+                    c.set_num_threads(n)
     finally:
         _lock.release()
 

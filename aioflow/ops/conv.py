@@ -28,21 +28,21 @@ def _infer_conv(x, w, *, strides, pads, dilations, groups):
     return [((n, o, oh, ow), x.dtype)]
 
 
-@register("conv2d", infer=_infer_conv)
+@register("conv2d", infer=_infer_conv, splits_batch=True)
 def conv2d_op(ctx, x, w, *, strides, pads, dilations, groups):
     return conv_kernels.conv2d_forward(x, w, strides, pads, dilations, groups)
 
 
 @register("conv2d_backward_data",
           infer=lambda dy, w, *, x_shape, **kw: [(tuple(x_shape), dy.dtype)],
-          differentiable=False)
+          differentiable=False, splits_batch=True)
 def conv2d_backward_data(ctx, dy, w, *, x_shape, strides, pads, dilations, groups):
     return conv_kernels.conv2d_backward_data(dy, w, x_shape, strides, pads, dilations, groups)
 
 
 @register("conv2d_backward_filter",
           infer=lambda dy, x, *, w_shape, **kw: [(tuple(w_shape), dy.dtype)],
-          differentiable=False)
+          differentiable=False, splits_batch=True)
 def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, groups):
     return conv_kernels.conv2d_backward_filter(dy, x, w_shape, strides, pads, dilations, groups)
 

@@ -24,7 +24,7 @@ class OpDef:
 
     def __init__(self, name: str, infer: Callable, forward: Callable, *,
                  side_effect: bool = False, differentiable: bool = True,
-                 writes_out: bool = False):
+                 writes_out: bool = False, splits_batch: bool = False):
         self.name = name
         self.infer = infer
         self.forward = forward
@@ -37,6 +37,10 @@ class OpDef:
         # compiler's memory plan (compiler/memory.py) then reuses buffers across ops and
         # steps instead of allocating a fresh array per op per step.
         self.writes_out = writes_out
+        # The kernel is GEMM-heavy and splits its batch over the parallel workers itself
+        # when the step holds the BLAS at one thread (kernels/parallel.py); a plan with
+        # such an op runs that way by default (flow.config.kernel_threading("auto")).
+        self.splits_batch = splits_batch
 
     def grad(self, rule: Callable) -> Callable:
         """Decorator: attach the gradient rule."""
@@ -55,15 +59,16 @@ class OpDef:
 
 
 def register(name: str, infer: Callable, *, side_effect: bool = False,
-             differentiable: bool = True, writes_out: bool = False
-             ) -> Callable[[Callable], OpDef]:
+             differentiable: bool = True, writes_out: bool = False,
+             splits_batch: bool = False) -> Callable[[Callable], OpDef]:
     """Decorator over a forward kernel: ``@register("relu", infer=same_shape)``."""
 
     def wrap(forward: Callable) -> OpDef:
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is registered twice")
         op = OpDef(name, infer, forward, side_effect=side_effect,
-                   differentiable=differentiable, writes_out=writes_out)
+                   differentiable=differentiable, writes_out=writes_out,
+                   splits_batch=splits_batch)
         REGISTRY[name] = op
         return op
 

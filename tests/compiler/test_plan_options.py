@@ -1,4 +1,5 @@
-"""The memory plan: buffer sharing by liveness, and training identical to the unplanned plan."""
+"""Plan options against their reference: the memory plan (buffer sharing by liveness) and
+kernel threading (split batches on a one-thread BLAS) train exactly as the plain plan."""
 import tracemalloc
 
 import numpy as np
@@ -14,10 +15,11 @@ from aioflow.ops import shape as shape_ops
 
 
 @pytest.fixture(autouse=True)
-def restore_memory_plan():
+def restore_plan_options():
     flow.clear_default_session()
     yield
     flow.config.enable_memory_plan(True)
+    flow.config.kernel_threading("auto")
     flow.clear_default_session()
 
 
@@ -87,9 +89,10 @@ def test_job_outputs_are_never_reused():
     assert a not in others  # a is an output, kept to the end of the step: never lent
 
 
-def _train_run(memory_plan, model, optimizer, steps=4):
+def _train_run(memory_plan, model, optimizer, steps=4, kernel_threading="auto"):
     flow.clear_default_session()
     flow.config.enable_memory_plan(memory_plan)
+    flow.config.kernel_threading(kernel_threading)
     rng = np.random.default_rng(0)
     shape = (8, 1, 12, 12)
 
@@ -144,6 +147,51 @@ def test_training_is_identical_with_and_without_the_memory_plan(model, optimizer
     assert planned[2].keys() == reference[2].keys()
     for name in planned[2]:
         np.testing.assert_array_equal(planned[2][name], reference[2][name], err_msg=name)
+
+
+def test_training_agrees_with_kernels_split_or_not(monkeypatch):
+    from aioflow.kernels import conv, parallel
+    monkeypatch.setattr(parallel, "workers", lambda: 2)
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)  # one sample per chunk: real splitting
+    optimizer = lambda: flow.optimizer.SGD(0.05, momentum=0.9)  # noqa: E731
+    plain = _train_run(True, _convnet, optimizer, kernel_threading="blas")
+    # Split as inside a held step whether or not this BLAS obeyed the hold (OpenBLAS
+    # ignores worker threads once the main thread set a count, as other tests do).
+    splits = []
+    real = parallel.run_parallel
+    monkeypatch.setattr(parallel, "run_parallel", lambda tasks: (
+        splits.append(len(tasks)), real(tasks))[1])
+    monkeypatch.setattr(parallel, "blas_held", lambda: True)
+    split = _train_run(True, _convnet, optimizer, kernel_threading="split")
+    assert splits and set(splits) == {2}
+    # Only the order of the filter gradient's partial sums differs.
+    np.testing.assert_allclose(split[0], plain[0], rtol=1e-5)
+    np.testing.assert_allclose(split[1], plain[1], rtol=1e-5, atol=1e-7)
+    for name in plain[2]:
+        np.testing.assert_allclose(split[2][name], plain[2][name], rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_auto_threading_splits_only_plans_with_convolutions():
+    from aioflow.session import default_session
+    seen = {}
+    for model in (_mlp, _convnet):
+        flow.clear_default_session()
+
+        @flow.global_function(type="predict")
+        def predict(x: tp.Numpy.Placeholder((8, 1, 12, 12))) -> tp.Numpy:
+            return model(x, False)
+        seen[model.__name__] = predict.compiled_for(default_session()).plan.split_kernels
+    assert seen == {"_mlp": False, "_convnet": True}
+    flow.config.kernel_threading("blas")
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def conv_predict(x: tp.Numpy.Placeholder((8, 1, 12, 12))) -> tp.Numpy:
+        return _convnet(x, False)
+    assert not conv_predict.compiled_for(default_session()).plan.split_kernels
+    with pytest.raises(ValueError, match="mode must be 'auto', 'blas' or 'split', got 'x'"):
+        flow.config.kernel_threading("x")
 
 
 def _chain_job():
