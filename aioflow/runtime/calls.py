@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 
 from ..signature import rebuild_result
+from .pipeline import NOT_RUN
 from .results import (CallbackRegistrar, CallbackSlot, LegacyResult, check_may_block, invoke,
                       running_loop)
 
@@ -18,10 +19,12 @@ def call_job(job, compiled, arrays):
         if loop is not None:
             return _await_value(pipeline, compiled, arrays, spec)
         check_may_block(f"calling job {job.__name__}")
-        pipeline.admission.acquire()
-        step = pipeline.new_step(compiled, arrays)
-        pipeline.enqueue(step)
-        outputs = step.future.result()
+        outputs = pipeline.run_inline(compiled, arrays)
+        if outputs is NOT_RUN:  # another step is in flight: queue behind it
+            pipeline.admission.acquire()
+            step = pipeline.new_step(compiled, arrays)
+            pipeline.enqueue(step)
+            outputs = step.future.result()
         return None if spec.is_none else rebuild_result(compiled.template, outputs)
 
     slot = CallbackSlot(_delivery(pipeline, loop, compiled, job.__name__))

@@ -174,11 +174,14 @@ def test_exit_drains_in_flight_steps_and_runs_callbacks(tmp_path):
         f"delivered {i}" for i in range(5)]
 
 
-def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable():
+@pytest.mark.parametrize("form", ["tp.Callback[tp.Numpy]", "tp.Numpy"],
+                         ids=["callback (compute thread)", "blocking (inline when idle)"])
+def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable(form):
+    call = "train(x)(lambda loss: None)" if "Callback" in form else "train(x)"
     script = textwrap.dedent("""
         import sys, numpy as np, aioflow as flow, aioflow.typing as tp
         @flow.global_function(type="train")
-        def train(x: tp.Numpy.Placeholder((256, 256))) -> tp.Callback[tp.Numpy]:
+        def train(x: tp.Numpy.Placeholder((256, 256))) -> FORM:
             w = flow.get_variable("w", shape=(256, 256), initializer=flow.zeros_initializer())
             y = x
             for _ in range(10):
@@ -188,14 +191,21 @@ def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable():
             return loss
         x = np.eye(256, dtype=np.float32) * 0.5
         print("ready", flush=True)
+        calls = 0
         try:
             while True:
-                train(x)(lambda loss: None)
+                CALL
+                calls += 1
         except KeyboardInterrupt:
             flow.sync_default_session()
-            w = flow.get_all_variables()["w"]
-            print("interrupted; finite:", bool(np.isfinite(w).all()), flush=True)
-    """)
+            variables = flow.get_all_variables()
+            w, steps = variables["w"], int(variables["System-Train-TrainStep-train"])
+            # every step that started finished all its updates: the interrupted call's
+            # step either never started or ran to the end (its result dropped)
+            whole = steps in (calls, calls + 1)
+            print("interrupted; finite:", bool(np.isfinite(w).all()), "whole:", whole,
+                  flush=True)
+    """).replace("FORM", form).replace("CALL", call)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
@@ -205,7 +215,7 @@ def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable():
     out, err = proc.communicate(timeout=30)
     assert time.perf_counter() - start < 5, "did not stop promptly"
     assert proc.returncode == 0, err
-    assert "interrupted; finite: True" in out
+    assert "interrupted; finite: True whole: True" in out
 
 
 def test_a_kept_unregistered_registrar_does_not_hold_up_sync():
@@ -257,3 +267,68 @@ def test_callbacks_for_a_closed_loop_still_run_exactly_once():
     asyncio.run(main())
     flow.sync_default_session()
     assert sorted(seen) == list(range(6))
+
+
+# -- blocking calls on an idle pipeline run in the calling thread --------------------------
+
+def _pipeline():
+    from aioflow.session import default_session
+    return default_session().pipeline
+
+
+def test_blocking_calls_on_an_idle_pipeline_run_inline():
+    train = make_train()
+    losses = [float(train(X, Y).mean()) for _ in range(3)]
+    assert losses[0] > losses[1] > losses[2]       # each step saw the last one's update
+    assert _pipeline()._threads == []              # no hand-off: the threads never started
+
+
+def test_a_blocking_call_queues_behind_a_step_in_flight_and_sees_its_update():
+    train = make_train(tp.Callback[tp.Numpy])
+    slow, eye = make_slow(0.3, tp.Callback[tp.Numpy])
+    predict = make_predict()
+    flow.train.CheckPoint().init()
+    before = predict(X)
+    seen = []
+    slow(eye)(lambda _: seen.append("slow"))       # occupies the compute thread
+    train(X, Y)(lambda _: seen.append("train"))    # admitted behind it
+    after = predict(X)                             # must not overtake either
+    assert not np.allclose(after, before)          # it saw the train step's update
+    flow.sync_default_session()
+    assert seen == ["slow", "train"]
+
+
+def test_ctrl_c_during_an_inline_step_is_raised_after_its_updates(monkeypatch):
+    import signal
+    train = make_train()
+    train(X, Y)
+    from aioflow.session import default_session
+    compiled = train.compiled_for(default_session())
+    real_run = compiled.plan.run
+
+    def interrupted_run(ctx, inputs):
+        signal.raise_signal(signal.SIGINT)         # Ctrl-C arrives mid-step...
+        return real_run(ctx, inputs)               # ...and the step still completes
+
+    monkeypatch.setattr(compiled.plan, "run", interrupted_run)
+    weight = flow.get_all_variables()["fc-weight"]
+    with pytest.raises(KeyboardInterrupt):
+        train(X, Y)
+    monkeypatch.setattr(compiled.plan, "run", real_run)
+    assert not np.array_equal(flow.get_all_variables()["fc-weight"], weight)
+    assert int(flow.get_all_variables()["System-Train-TrainStep-train"]) == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert _pipeline()._threads == []              # it did run inline
+    train(X, Y)                                    # and the job keeps working
+
+
+def test_with_a_custom_sigint_handler_blocking_steps_go_through_the_compute_thread():
+    import signal
+    previous = signal.signal(signal.SIGINT, lambda *a: None)
+    try:
+        predict = make_predict()
+        flow.train.CheckPoint().init()
+        predict(X)
+        assert len(_pipeline()._threads) == 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
