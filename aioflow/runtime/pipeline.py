@@ -318,9 +318,12 @@ NOT_RUN = object()  # run_inline's answer when the step must be queued instead
 
 def _may_run_inline() -> bool:
     """Inline steps need Ctrl-C held back on the main thread, which is only done over
-    Python's own SIGINT handler; with a handler of yours installed, steps are queued."""
-    return (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    Python's own SIGINT handler (or not needed: SIGINT ignored, as in a background job);
+    with a handler of yours installed, steps are queued."""
+    if threading.current_thread() is not threading.main_thread():
+        return True
+    handler = signal.getsignal(signal.SIGINT)
+    return handler is signal.default_int_handler or handler == signal.SIG_IGN
 
 
 class _interrupts_held:
@@ -329,7 +332,8 @@ class _interrupts_held:
     __slots__ = ("armed", "hit")
 
     def __enter__(self):
-        self.armed = threading.current_thread() is threading.main_thread()
+        self.armed = (threading.current_thread() is threading.main_thread()
+                      and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
         self.hit = False
         if self.armed:
             signal.signal(signal.SIGINT, self._note)

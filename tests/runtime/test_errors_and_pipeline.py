@@ -332,3 +332,16 @@ def test_with_a_custom_sigint_handler_blocking_steps_go_through_the_compute_thre
         assert len(_pipeline()._threads) == 2
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_with_sigint_ignored_blocking_steps_still_run_inline():
+    import signal
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
+    try:
+        predict = make_predict()
+        flow.train.CheckPoint().init()
+        predict(X)
+        assert _pipeline()._threads == []
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
