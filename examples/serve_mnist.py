@@ -9,10 +9,11 @@ An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST conve
 * ``POST /v1/models/mnist:predict`` with ``{"instances": [...]}``, each instance 784
   numbers or 28 lists of 28 numbers in [0, 1] (white digit on black, like MNIST) →
   ``{"predictions": [[10 probabilities], ...]}``;
-* ``POST /v1/models/mnist:classify-png`` with a PNG file as the raw body → ``{"predictions":
-  [[10 probabilities]], "classes": [digit]}``; any size up to the pixel limit, grayscale or
-  colour, dark-on-light or light-on-dark (it is scaled to 28x28, and inverted when its
-  background is light);
+* ``POST /v1/models/mnist:classify-png`` with a PNG file, as the raw body or as the file
+  field of a multipart form → ``{"predictions": [[10 probabilities]], "classes": [digit]}``;
+  any size up to the pixel limit, grayscale or colour, dark-on-light or light-on-dark (it
+  is scaled to 28x28, and inverted when its background is light). The predict route
+  answers such uploads the same way;
 * ``GET /healthz`` (200 while serving, 503 while starting or draining) and ``GET /metrics``
   (Prometheus text: the batcher's queue, batch sizes, latencies, and HTTP responses).
 
@@ -37,6 +38,8 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import email.parser
+import email.policy
 import importlib.util
 import io
 import json
@@ -270,6 +273,36 @@ def png_size(body: bytes):
     return width, height
 
 
+def is_image_upload(content_type: str, body: bytes) -> bool:
+    """A PNG sent as the body, or a multipart form (e.g. ``curl -F file=@digit.png``)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return (kind.startswith("image/") or kind == "multipart/form-data"
+            or body.startswith(PNG_SIGNATURE))
+
+
+def uploaded_png(content_type: str, body: bytes) -> bytes:
+    """The PNG of an upload: the body itself, or the first file part of a multipart form
+    that holds a PNG. Parsed with the standard library's MIME parser (no new dependency);
+    the body's size was already limited by :func:`read_body`."""
+    if content_type.split(";", 1)[0].strip().lower() != "multipart/form-data":
+        return body
+    if "boundary=" not in content_type:
+        raise ApiError(400, "multipart/form-data upload without a boundary")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    try:
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    except Exception as exc:  # whatever a malformed form makes the parser raise
+        raise ApiError(400, f"malformed multipart form: {exc}") from None
+    if not message.is_multipart():
+        raise ApiError(400, "malformed multipart form: no parts")
+    for part in message.iter_parts():
+        payload = part.get_payload(decode=True) or b""
+        if payload.startswith(PNG_SIGNATURE):
+            return payload
+    raise ApiError(415, "the form holds no PNG file (send one file field with a PNG image, "
+                        "e.g. curl -F file=@digit.png)")
+
+
 def decode_png(body: bytes, max_pixels: int) -> np.ndarray:
     """A PNG -> (28, 28) float32 in [0, 1], light digit on dark as in MNIST.
 
@@ -338,9 +371,18 @@ def create_app(config=None) -> Starlette:
         count(route, 200)
         return JSONResponse(payload)
 
+    async def classify(request: Request, body: bytes) -> dict:
+        png = uploaded_png(request.headers.get("content-type", ""), body)
+        pixels = await asyncio.to_thread(decode_png, png, config.max_image_pixels)
+        probabilities = await run_model(request, pixels.reshape(1, 1, 28, 28))
+        return {"predictions": probabilities.tolist(),
+                "classes": probabilities.argmax(axis=1).tolist()}
+
     async def predict(request: Request) -> JSONResponse:
         async def work():
             body = await read_body(request, config.max_body_bytes)
+            if is_image_upload(request.headers.get("content-type", ""), body):
+                return await classify(request, body)
             images = parse_instances(body, config.max_instances)
             probabilities = await run_model(request, images)
             return {"predictions": probabilities.tolist()}
@@ -348,11 +390,7 @@ def create_app(config=None) -> Starlette:
 
     async def classify_png(request: Request) -> JSONResponse:
         async def work():
-            body = await read_body(request, config.max_body_bytes)
-            pixels = await asyncio.to_thread(decode_png, body, config.max_image_pixels)
-            probabilities = await run_model(request, pixels.reshape(1, 1, 28, 28))
-            return {"predictions": probabilities.tolist(),
-                    "classes": probabilities.argmax(axis=1).tolist()}
+            return await classify(request, await read_body(request, config.max_body_bytes))
         return await answer("classify-png", request, work)
 
     async def healthz(request: Request) -> JSONResponse:

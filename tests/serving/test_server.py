@@ -168,6 +168,27 @@ async def test_png_upload_is_classified_like_the_same_pixels(client, checkpoint,
     assert response.json()["classes"] == [int(expected.argmax())]
 
 
+async def test_png_as_a_multipart_form_or_on_the_predict_route(client, checkpoint, digits):
+    _, _, test_x, _ = digits
+    pixels = np.round(test_x[0, 0] * 255).astype(np.uint8)
+    expected = reference_probabilities(checkpoint, (pixels / 255.0)[None])
+    png = png_bytes(pixels)
+    for route in (PNG, PREDICT):
+        form = await client.post(route, files={"file": ("digit.png", png, "image/png")},
+                                 data={"note": "a text field first is fine"})
+        raw = await client.post(route, content=png, headers={"content-type": "image/png"})
+        for response in (form, raw):
+            assert response.status_code == 200, (route, response.text)
+            np.testing.assert_allclose(response.json()["predictions"], expected, atol=1e-4)
+            assert response.json()["classes"] == [int(expected.argmax())]
+    refused = await client.post(PNG, files={"file": ("notes.txt", b"hello", "text/plain")})
+    assert refused.status_code == 415 and "holds no PNG" in refused.json()["error"]
+    refused = await client.post(PNG, content=b"--x\r\n",
+                                headers={"content-type": "multipart/form-data"})
+    assert refused.status_code == 400 and "boundary" in refused.json()["error"]
+    assert (await client.post(PREDICT, json=_valid_body())).status_code == 200
+
+
 def _valid_body():
     return {"instances": [[0.5] * 784]}
 
