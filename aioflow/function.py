@@ -31,7 +31,7 @@ from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
 from .runtime.calls import call_job
-from .runtime.results import running_loop
+from .runtime.results import foreign_async_library, running_loop
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
 _JOB_TYPES = ("train", "predict")
@@ -109,7 +109,8 @@ class JobFunction:
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         spec = self.return_spec
-        returns_early = spec.callback or spec.is_legacy or running_loop() is not None
+        returns_early = (spec.callback or spec.is_legacy or running_loop() is not None
+                         or foreign_async_library() is not None)
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=returns_early)
         session = session_mod.default_session()

@@ -5,8 +5,8 @@ import asyncio
 
 from ..signature import rebuild_result
 from .pipeline import NOT_RUN
-from .results import (CallbackRegistrar, CallbackSlot, LegacyResult, check_may_block, invoke,
-                      running_loop)
+from .results import (CallbackRegistrar, CallbackSlot, LegacyResult, check_may_block,
+                      foreign_async_library, in_worker_thread, invoke, running_loop)
 
 
 def call_job(job, compiled, arrays):
@@ -18,6 +18,8 @@ def call_job(job, compiled, arrays):
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
             return _await_value(pipeline, compiled, arrays, spec)
+        if foreign_async_library() is not None:  # a trio task: the blocking call, awaited
+            return in_worker_thread(call_job, job, compiled, arrays)
         check_may_block(f"calling job {job.__name__}")
         outputs = pipeline.run_inline(compiled, arrays)
         if outputs is NOT_RUN:  # another step is in flight: queue behind it

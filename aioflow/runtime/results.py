@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 import threading
 import warnings
 from concurrent.futures import Future
@@ -32,6 +33,28 @@ def running_loop():
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def foreign_async_library() -> str | None:
+    """``"trio"`` when called from a trio task (where ``running_loop()`` sees no asyncio
+    loop), unless the caller asked to block; else None. Cheap when trio was never
+    imported, which is every program that does not use it."""
+    if "trio" not in sys.modules or getattr(_force_blocking, "active", False):
+        return None
+    import sniffio
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return None
+    return None if library == "asyncio" else library
+
+
+async def in_worker_thread(fn, *args, **kwargs):
+    """Run a blocking entry point on a worker thread of the running trio (or other
+    anyio-supported) loop, in its blocking form. Not cancellable once started, so a step
+    is never abandoned half-way."""
+    import anyio.to_thread
+    return await anyio.to_thread.run_sync(functools.partial(_forced, fn, *args, **kwargs))
 
 
 def check_may_block(what: str) -> None:
@@ -69,8 +92,9 @@ def blocking(fn, *args, **kwargs):
 def blocking_entry(fn):
     """Decorator for aioflow's blocking entry points (sync, checkpoint save/load...).
 
-    Called where an event loop runs, the function runs on a worker thread and the call
-    returns an awaitable; elsewhere it runs now (refusing where it would deadlock).
+    Called where an event loop runs (asyncio's, or trio's through anyio), the function
+    runs on a worker thread and the call returns an awaitable; elsewhere it runs now
+    (refusing where it would deadlock).
     """
 
     @functools.wraps(fn)
@@ -78,6 +102,8 @@ def blocking_entry(fn):
         loop = running_loop()
         if loop is not None:
             return loop.run_in_executor(None, functools.partial(_forced, fn, *args, **kwargs))
+        if foreign_async_library() is not None:
+            return in_worker_thread(fn, *args, **kwargs)
         check_may_block(f"{fn.__qualname__}()")
         return fn(*args, **kwargs)
 
