@@ -4,16 +4,21 @@ Why: numpy runs its copies and ufunc loops on one core, so on a 2-core machine h
 machine idles during a pooling pass. Running the pooling kernels' batch chunks on
 ``workers()`` threads parallelises them (numpy releases the GIL in those loops): max
 pooling of a (100, 32, 28, 28) float32 tensor took 6.2 ms serially and 2.9 ms on two
-workers (2-core AMD EPYC). The conv kernels do *not* use this: their time is GEMMs, and
-two one-thread BLAS calls side by side were slower than OpenBLAS's own two threads
-(conv2 of the seed LeNet: forward 24 vs 22 ms, filter gradient 25 vs 19 ms), partly
-because OpenBLAS's worker thread keeps spinning on a core for a while after each call.
+workers (2-core AMD EPYC).
 
-While a parallel region runs, the BLAS libraries threadpoolctl finds are set to one thread
-(restored afterwards), so the workers do not oversubscribe the cores. Only one region runs
-at a time per process; a region requested while another is active (another session's
-step, or a kernel called from inside a worker) runs serially in its caller, which is
-always correct. Without threadpoolctl, or with one usable core, everything runs serially.
+GEMM-heavy kernels (convolutions, large matrix products) split only inside
+:class:`single_blas_thread`, which holds the BLAS at one thread for a whole step: switched
+per kernel, two one-thread BLAS calls side by side were slower than OpenBLAS's own two
+threads (conv2 of the seed LeNet: forward 24 vs 22 ms), because OpenBLAS's second thread
+keeps spinning on a core for a while after every 2-thread call. Held for the whole step,
+the split LeNet train step ran about 13% faster (``flow.config.kernel_threading``).
+
+Outside such a step, while a parallel region runs, the BLAS libraries threadpoolctl finds
+are set to one thread (restored afterwards), so the workers do not oversubscribe the
+cores. Only one region runs at a time per process; a region requested while another is
+active (another session's step, or a kernel called from inside a worker) runs serially in
+its caller, which is always correct. Without threadpoolctl, or with one usable core,
+everything runs serially.
 """
 from __future__ import annotations
 
