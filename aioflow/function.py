@@ -31,6 +31,7 @@ from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
 from .runtime.calls import call_job
+from .runtime.device import run_step
 from .runtime.results import foreign_async_library, running_loop
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
@@ -176,9 +177,12 @@ class CompiledJob:
         verify(graph)
 
     def run(self, arrays) -> list:
-        """Execute one step in this thread (the compute thread); returns the outputs."""
-        with self.session.lock:
-            return self.plan.run(self.session.context, arrays)
+        """Execute one step through the session's device, waiting for it in this thread
+        (the compute thread, or an inline blocking caller); returns the host outputs."""
+        session = self.session
+        with session.lock:
+            return run_step(session.device,
+                            functools.partial(self.plan.run, session.context), arrays)
 
 
 def _placeholders_for(graph, spec, name):

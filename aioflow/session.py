@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import dtypes
+from .runtime.device import HostDevice
 from .runtime.pipeline import Pipeline
 from .runtime.results import blocking_entry
 from .variables import VariableRecord
@@ -47,7 +48,10 @@ class Session:
         self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
         self.rng = np.random.default_rng()
         self.lock = threading.RLock()
-        self.context = ExecContext(self)
+        # Where steps run (runtime/device.py): numpy on the CPU; the interface a CuPy
+        # backend plugs into (stage on a stream, launch, fetch, events).
+        self.device = HostDevice()
+        self.context = ExecContext(self, self.device.xp)
         self.pending_errors: list[BaseException] = []
         self._pipeline = None
         from . import config
