@@ -215,13 +215,8 @@ def _batch_chunks(n, per_sample_bytes):
     """Slices of the batch, of near-equal sizes, whose column buffers take about
     ``_CHUNK_BYTES`` each, so the buffer a GEMM reads is still in cache; a multiple of
     the parallel workers when the chunks will be split between them."""
-    if parallel.blas_held():
-        k = parallel.chunk_count(n, _CHUNK_BYTES // max(1, per_sample_bytes))
-    else:
-        nb = max(1, min(n, _CHUNK_BYTES // max(1, per_sample_bytes)))
-        k = -(-n // nb)                                   # number of chunks
-    bounds = [i * n // k for i in range(k + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    return parallel.batch_chunks(n, _CHUNK_BYTES // max(1, per_sample_bytes),
+                                 spread=parallel.blas_held())
 
 
 def _each_chunk(xp, chunks, fn) -> list:
@@ -231,9 +226,7 @@ def _each_chunk(xp, chunks, fn) -> list:
     10% faster than OpenBLAS's own two threads on the LeNet conv2 shapes, and no BLAS
     thread left spinning for the pooling kernels); else one share, in this thread.
     ``fn`` must write only its own chunks' rows, or return partial results."""
-    if xp is not np or not parallel.blas_held():
-        return [fn(chunks)]
-    return parallel.run_chunks(fn, chunks)
+    return parallel.map_shares(xp, fn, chunks, split=parallel.blas_held())
 
 
 def conv2d_forward(x, w, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(1, 1), groups=1,

@@ -27,10 +27,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Sequence, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 __all__ = ["workers", "run_parallel", "run_chunks", "chunk_count", "split_evenly",
-           "set_enabled", "single_blas_thread", "blas_held"]
+           "set_enabled", "single_blas_thread", "blas_held", "batch_chunks", "map_shares"]
 
 _lock = threading.Lock()           # held while a region uses the pool
 _state: dict = {"enabled": True, "workers": None, "pool": None, "blas": None,
@@ -178,6 +180,28 @@ def chunk_count(n: int, per_chunk: int) -> int:
     if w > 1 and n >= w:
         k = min(n, -(-k // w) * w)
     return max(1, k)
+
+
+def batch_chunks(n: int, per_chunk: int, spread: bool = True) -> list[slice]:
+    """Slices of a batch of ``n`` samples, of near-equal sizes, at most ``per_chunk``
+    samples each; with ``spread``, as many chunks per worker (:func:`chunk_count`)."""
+    if spread:
+        k = chunk_count(n, per_chunk)
+    else:
+        k = -(-n // max(1, min(n, per_chunk)))
+    bounds = [i * n // k for i in range(k + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def map_shares(xp, fn: Callable[[Sequence[T]], object], chunks: Sequence[T],
+               split: bool = True) -> list:
+    """``[fn(share), ...]``: with ``split`` on numpy, one contiguous share of ``chunks``
+    per worker, run in parallel (:func:`run_chunks`); otherwise one share, all the chunks,
+    in this thread. ``fn`` must only write data its share owns, or return partial
+    results for the caller to combine."""
+    if xp is not np or not split:
+        return [fn(chunks)]
+    return run_chunks(fn, chunks)
 
 
 def run_chunks(fn: Callable[[Sequence[T]], object], chunks: Sequence[T]) -> list:

@@ -76,19 +76,13 @@ def _chunks(n, per_sample_bytes):
     """Batch slices of about ``_CHUNK_BYTES`` of input each, of near-equal sizes: the
     intermediates of the separable passes then stay in cache. As many per parallel
     worker (:mod:`aioflow.kernels.parallel`)."""
-    k = parallel.chunk_count(n, _CHUNK_BYTES // max(1, per_sample_bytes))
-    bounds = [i * n // k for i in range(k + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    return parallel.batch_chunks(n, _CHUNK_BYTES // max(1, per_sample_bytes))
 
 
 def _each_chunk(xp, chunks, fn):
     """``fn(slice)`` for every batch chunk; chunks write disjoint batch rows, so on numpy
     they run on the parallel workers."""
-    if xp is not np:
-        for sl in chunks:
-            fn(sl)
-        return
-    parallel.run_chunks(lambda share: [fn(sl) for sl in share], chunks)
+    parallel.map_shares(xp, lambda share: [fn(sl) for sl in share], chunks)
 
 
 def _padded_input(xp, x, g, fill):
