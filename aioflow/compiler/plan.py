@@ -9,6 +9,7 @@ reused by every later one.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -54,13 +55,8 @@ class Plan:
     def buffer_bytes(self) -> int:
         """Bytes the memory plan's buffers take (allocated at the first step)."""
         from .. import dtypes
-        total = 0
-        for shape, dtype in self.buffers:
-            count = 1
-            for d in shape:
-                count *= d
-            total += count * dtypes.as_numpy(dtype).itemsize
-        return total
+        return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
+                   for shape, dtype in self.buffers)
 
     def run(self, ctx, inputs) -> list:
         """Execute one step; returns fresh copies of the output values.
@@ -85,7 +81,7 @@ class Plan:
         instructions = self.instructions
         for index, ins in enumerate(instructions):
             if index == self.fetch_at:
-                results = [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
+                results = self._copy_outputs(ctx, slots)
             try:
                 produced = ins.kernel(ctx, *[slots[i] for i in ins.inputs], **ins.attrs)
             except Exception as exc:
@@ -99,8 +95,12 @@ class Plan:
             for slot in ins.release:
                 slots[slot] = None
         if results is None:
-            results = [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
+            results = self._copy_outputs(ctx, slots)
         return results
+
+    def _copy_outputs(self, ctx, slots) -> list:
+        """Private, C-ordered copies of the outputs: later steps reuse the buffers."""
+        return [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
 
 
 def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,

@@ -250,26 +250,26 @@ def _where_grad(node, gy):
 # -- unary ops ----------------------------------------------------------------------------
 
 
-def _unary(name, fn, *, floating=True, differentiable=True):
+def _infer_unary(name, floating):
     def infer(x):
         if floating:
             require_float(name, x)
         return [(x.shape, x.dtype)]
-    return register(name, infer=infer, differentiable=differentiable)(
+    return infer
+
+
+def _unary(name, fn, *, floating=True, differentiable=True):
+    return register(name, infer=_infer_unary(name, floating), differentiable=differentiable)(
         lambda ctx, x: fn(ctx.xp, x))
 
 
 def _unary_ufunc(name, ufunc, *, floating=True, differentiable=True, extra=()):
     """A unary op that is one ufunc call (``extra``: its further operands, e.g. relu's 0),
     so it can write into the memory plan's ``out=`` buffer."""
-    def infer(x):
-        if floating:
-            require_float(name, x)
-        return [(x.shape, x.dtype)]
-
     def kernel(ctx, x, out=None):
         return getattr(ctx.xp, ufunc)(x, *extra, out=out)
-    return register(name, infer=infer, differentiable=differentiable, writes_out=True)(kernel)
+    return register(name, infer=_infer_unary(name, floating), differentiable=differentiable,
+                    writes_out=True)(kernel)
 
 
 negative = _unary_ufunc("negative", "negative", floating=False)

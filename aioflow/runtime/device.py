@@ -27,7 +27,9 @@ complete, and a step costs three extra function calls.
 >>> device = HostDevice()
 >>> run_step(device, lambda arrays: [a + 1 for a in arrays], [np.zeros(2)])
 [array([1., 1.])]
->>> DONE.done(), asyncio.run(_await(DONE))
+>>> async def finished(event):
+...     return await event
+>>> DONE.done(), asyncio.run(finished(DONE))
 (True, True)
 """
 from __future__ import annotations
@@ -147,7 +149,3 @@ def run_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> list:
     staged.event.wait()
     staged.release()
     return fetched.arrays
-
-
-async def _await(event: Event) -> bool:
-    return await event
