@@ -56,16 +56,20 @@ def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private) -> np.n
             raise TypeError(f"{fn_name}() argument {name!r}: expected {expected}, got "
                             f"{value.dtype} array of shape {value.shape} (only float64->float32 "
                             "and int64->int32 are converted automatically)")
-        if want.kind == "i" and value.size:
-            info = np.iinfo(want)
-            low, high = value.min(), value.max()
-            if low < info.min or high > info.max:
-                raise ValueError(f"{fn_name}() argument {name!r}: values from {low} to {high} "
-                                 f"do not fit in {want}")
+        require_fits(value, want, f"{fn_name}() argument {name!r}")
         return value.astype(want)
     if private:  # the step may run after the caller reused its buffer
         return np.array(value, order="C", copy=True)
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+
+
+def require_fits(value: np.ndarray, dtype: np.dtype, what: str) -> None:
+    """Refuse to narrow integers that would wrap: ValueError naming ``what``."""
+    if dtype.kind in "iu" and value.size:
+        info = np.iinfo(dtype)
+        low, high = value.min(), value.max()
+        if low < info.min or high > info.max:
+            raise ValueError(f"{what}: values from {low} to {high} do not fit in {dtype}")
 
 
 def _describe(value) -> str:

@@ -45,6 +45,7 @@ import math
 
 import numpy as np
 
+from ..inputs import require_fits
 from ..signature import bind_arguments
 from .metrics import ServingMetrics, prometheus_text
 
@@ -112,11 +113,7 @@ class _Leaf:
                                                                  casting="same_kind"):
                 raise TypeError(f"argument {self.name!r}: expected {self.dtype} data, got "
                                 f"{array.dtype}")
-            if self.dtype.kind in "iu" and array.size:
-                info = np.iinfo(self.dtype)
-                if array.min() < info.min or array.max() > info.max:
-                    raise ValueError(f"argument {self.name!r}: values do not fit in "
-                                     f"{self.dtype}")
+            require_fits(array, self.dtype, f"argument {self.name!r}")
         if array.shape == self.sample_shape:
             return np.expand_dims(array.astype(self.dtype, copy=True), self.axis), True
         if (array.ndim == len(self.shape)

@@ -152,6 +152,17 @@ async def test_malformed_requests_fail_alone_before_batching():
         assert (await model(sample(1))).shape == (4,)
 
 
+async def test_integers_that_would_wrap_are_refused_before_batching():
+    job = make_labelled()
+    async with DynamicBatcher(job) as model:
+        with pytest.raises(ValueError, match=r"argument 'labels': values from 4294967296 to "
+                                             r"4294967296 do not fit in int32"):
+            await model(sample(0), np.array(2 ** 32, np.int64))
+        assert job.calls == 0
+        losses, _ = await model(sample(0), np.array(1, np.int64))  # int64 that fits: fine
+        assert losses.shape == ()
+
+
 async def test_several_placeholders_tuple_and_dict_results():
     labelled = make_labelled()
     async with DynamicBatcher(labelled, max_wait=0.05) as model:
