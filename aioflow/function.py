@@ -145,7 +145,8 @@ class CompiledJob:
             raise
         self.graph = graph
         self.plan = build_plan(graph, memory_plan=config.get("memory_plan"),
-                               kernel_threading=config.get("kernel_threading"))
+                               kernel_threading=config.get("kernel_threading"),
+                               options={"conv_algorithm": config.get("conv_algorithm")})
         session.initialize_missing()
 
     def _trace(self, graph: Graph) -> None:

@@ -104,10 +104,14 @@ class Plan:
 
 
 def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
-               memory_plan: bool = True, kernel_threading: str = "blas") -> Plan:
+               memory_plan: bool = True, kernel_threading: str = "blas",
+               options: dict[str, Any] | None = None) -> Plan:
     """The plan of ``graph``; ``memory_plan=False`` lets every op allocate its output
     afresh each step (the reference the memory plan is tested against);
-    ``kernel_threading`` as :func:`aioflow.config.kernel_threading`."""
+    ``kernel_threading`` as :func:`aioflow.config.kernel_threading`; ``options``: values
+    of the settings ops take as compile options (``OpDef.compile_options``), e.g.
+    ``{"conv_algorithm": "gemm"}``; a setting left out keeps the kernel's default."""
+    options = options or {}
     split = kernel_threading == "split" or (
         kernel_threading == "auto" and any(n.op.splits_batch for n in graph.nodes))
     buffer_of_node, buffers = plan_buffers(graph) if memory_plan else (
@@ -136,7 +140,9 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             kernel=node.op.forward,
             inputs=tuple(slot(b.id) for b in node.inputs),
             outputs=tuple(slot(b.id) for b in node.outputs),
-            attrs=dict(node.attrs),
+            attrs={**node.attrs, **{kw: options[key]
+                                    for kw, key in node.op.compile_options.items()
+                                    if key in options}},
             name=node.name,
             release=tuple(sorted(set(release))),
             buffer=buffer_of_node[index],

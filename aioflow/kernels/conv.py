@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import parallel
+from . import parallel, winograd
 
 __all__ = [
     "same_padding", "conv_output_size", "conv2d_forward", "conv2d_backward_data",
@@ -229,15 +229,24 @@ def _each_chunk(xp, chunks, fn) -> list:
     return parallel.map_shares(xp, fn, chunks, split=parallel.blas_held())
 
 
+def _check_algorithm(algorithm):
+    if algorithm not in winograd.ALGORITHMS:
+        raise ValueError(f"conv2d: algorithm must be one of {winograd.ALGORITHMS}, got "
+                         f"{algorithm!r}")
+
+
 def conv2d_forward(x, w, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(1, 1), groups=1,
-                   out=None):
+                   out=None, algorithm="auto"):
     """Cross-correlation ``y[n, o, oh, ow] = sum_{c, i, j} w[o, c, i, j] *
     x_pad[n, g*C/G + c, oh*sh + i*dh, ow*sw + j*dw]`` (o in group g).
 
     x: (N, C, H, W); w: (O, C/groups, kh, kw); pads: ((top, bottom), (left, right)).
     Returns y: (N, O, OH, OW), dtype ``result_type(x, w)``, written into ``out`` when given
-    (any layout, must have the right shape)."""
+    (any layout, must have the right shape). ``algorithm``: ``"gemm"`` (the lowerings
+    above), ``"winograd"`` (:mod:`.winograd` wherever it applies, GEMM elsewhere) or
+    ``"auto"`` (Winograd where it pays: see :func:`.winograd.applicable`)."""
     xp = _array_module(x)
+    _check_algorithm(algorithm)
     g = _Geom(x.shape, w.shape, strides, pads, dilations, groups)
     dtype = np.result_type(x.dtype, w.dtype)
     shape = (g.N, g.O, g.OH, g.OW)
@@ -245,6 +254,9 @@ def conv2d_forward(x, w, strides=(1, 1), pads=((0, 0), (0, 0)), dilations=(1, 1)
         raise ValueError(f"conv2d_forward: out has shape {tuple(out.shape)}, need {shape}")
     y = out if out is not None else xp.empty(shape, dtype)
     if g.N == 0:
+        return y
+    if winograd.applicable(xp, g, dtype, algorithm):
+        winograd.forward(x, w, g, dtype, y)
         return y
     isz = np.dtype(dtype).itemsize
     if g.fold:
@@ -310,10 +322,12 @@ def _forward_rows(xp, x, wt, g, dtype, y):
 # ------------------------------------------------------------------- backward: data
 
 def conv2d_backward_data(dy, w, x_shape, strides=(1, 1), pads=((0, 0), (0, 0)),
-                         dilations=(1, 1), groups=1):
+                         dilations=(1, 1), groups=1, algorithm="auto"):
     """Gradient of the input: dx (shape ``x_shape``, dtype ``result_type(dy, w)``) for
-    y = conv2d_forward(x, w, ...) and upstream gradient dy (N, O, OH, OW)."""
+    y = conv2d_forward(x, w, ...) and upstream gradient dy (N, O, OH, OW); ``algorithm``
+    as for :func:`conv2d_forward`."""
     xp = _array_module(dy)
+    _check_algorithm(algorithm)
     g = _Geom(x_shape, w.shape, strides, pads, dilations, groups)
     if tuple(dy.shape) != (g.N, g.O, g.OH, g.OW):
         raise ValueError(f"conv2d_backward_data: dy has shape {tuple(dy.shape)}, expected "
@@ -327,7 +341,7 @@ def conv2d_backward_data(dy, w, x_shape, strides=(1, 1), pads=((0, 0), (0, 0)),
         wt = (w.reshape(g.G, g.Og, g.Cg, g.kh, g.kw)[:, :, :, ::-1, ::-1]
               .transpose(0, 2, 1, 3, 4).reshape(g.C, g.Og, g.kh, g.kw))
         tpads = ((keh - 1 - g.pt, keh - 1 - g.pb), (kew - 1 - g.pl, kew - 1 - g.pr))
-        return conv2d_forward(dy, wt, (1, 1), tpads, (g.dh, g.dw), g.G)
+        return conv2d_forward(dy, wt, (1, 1), tpads, (g.dh, g.dw), g.G, algorithm=algorithm)
     return _backward_data_scatter(xp, dy, w, g, dtype)
 
 
@@ -380,10 +394,12 @@ def _backward_data_chunk(xp, dy, wt, g, dtype, dx, sl):
 # ----------------------------------------------------------------- backward: filter
 
 def conv2d_backward_filter(dy, x, w_shape, strides=(1, 1), pads=((0, 0), (0, 0)),
-                           dilations=(1, 1), groups=1):
+                           dilations=(1, 1), groups=1, algorithm="auto"):
     """Gradient of the weight: dw (shape ``w_shape``, dtype ``result_type(dy, x)``) for
-    y = conv2d_forward(x, w, ...) and upstream gradient dy (N, O, OH, OW)."""
+    y = conv2d_forward(x, w, ...) and upstream gradient dy (N, O, OH, OW); ``algorithm``
+    as for :func:`conv2d_forward`."""
     xp = _array_module(dy)
+    _check_algorithm(algorithm)
     g = _Geom(x.shape, w_shape, strides, pads, dilations, groups)
     if tuple(dy.shape) != (g.N, g.O, g.OH, g.OW):
         raise ValueError(f"conv2d_backward_filter: dy has shape {tuple(dy.shape)}, expected "
@@ -391,6 +407,13 @@ def conv2d_backward_filter(dy, x, w_shape, strides=(1, 1), pads=((0, 0), (0, 0))
     dtype = np.result_type(dy.dtype, x.dtype)
     if g.N == 0:
         return xp.zeros(tuple(int(s) for s in w_shape), dtype)
+    if algorithm == "winograd" and winograd.applicable(xp, g, dtype, algorithm):
+        # Only when asked for: "auto" keeps the GEMM filter gradient, whose rounding is
+        # relative to each weight's own gradient. Winograd's is relative to the largest,
+        # and Adam's m/sqrt(v) magnifies that on weights with small gradients (the seed
+        # LeNet's Adam losses drifted from PyTorch's by 5e-3 over 30 steps, 1.6e-5 with
+        # only the forward and input gradient by Winograd).
+        return winograd.backward_filter(dy, x, g, dtype)
     isz = np.dtype(dtype).itemsize
     # Each share of the chunks sums into its own accumulator; the shares' sums are added
     # in order at the end (one share, and so the serial order, unless split).

@@ -28,23 +28,32 @@ def _infer_conv(x, w, *, strides, pads, dilations, groups):
     return [((n, o, oh, ow), x.dtype)]
 
 
-@register("conv2d", infer=_infer_conv, splits_batch=True)
-def conv2d_op(ctx, x, w, *, strides, pads, dilations, groups):
-    return conv_kernels.conv2d_forward(x, w, strides, pads, dilations, groups)
+# The convolution algorithm (flow.config.conv_algorithm) is chosen when a job is compiled.
+_ALGORITHM = {"algorithm": "conv_algorithm"}
+
+
+@register("conv2d", infer=_infer_conv, splits_batch=True, compile_options=_ALGORITHM)
+def conv2d_op(ctx, x, w, *, strides, pads, dilations, groups, algorithm="auto"):
+    return conv_kernels.conv2d_forward(x, w, strides, pads, dilations, groups,
+                                       algorithm=algorithm)
 
 
 @register("conv2d_backward_data",
           infer=lambda dy, w, *, x_shape, **kw: [(tuple(x_shape), dy.dtype)],
-          differentiable=False, splits_batch=True)
-def conv2d_backward_data(ctx, dy, w, *, x_shape, strides, pads, dilations, groups):
-    return conv_kernels.conv2d_backward_data(dy, w, x_shape, strides, pads, dilations, groups)
+          differentiable=False, splits_batch=True, compile_options=_ALGORITHM)
+def conv2d_backward_data(ctx, dy, w, *, x_shape, strides, pads, dilations, groups,
+                         algorithm="auto"):
+    return conv_kernels.conv2d_backward_data(dy, w, x_shape, strides, pads, dilations, groups,
+                                             algorithm=algorithm)
 
 
 @register("conv2d_backward_filter",
           infer=lambda dy, x, *, w_shape, **kw: [(tuple(w_shape), dy.dtype)],
-          differentiable=False, splits_batch=True)
-def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, groups):
-    return conv_kernels.conv2d_backward_filter(dy, x, w_shape, strides, pads, dilations, groups)
+          differentiable=False, splits_batch=True, compile_options=_ALGORITHM)
+def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, groups,
+                           algorithm="auto"):
+    return conv_kernels.conv2d_backward_filter(dy, x, w_shape, strides, pads, dilations,
+                                               groups, algorithm=algorithm)
 
 
 @conv2d_op.grad

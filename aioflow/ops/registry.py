@@ -24,7 +24,8 @@ class OpDef:
 
     def __init__(self, name: str, infer: Callable, forward: Callable, *,
                  side_effect: bool = False, differentiable: bool = True,
-                 writes_out: bool = False, splits_batch: bool = False):
+                 writes_out: bool = False, splits_batch: bool = False,
+                 compile_options: dict[str, str] | None = None):
         self.name = name
         self.infer = infer
         self.forward = forward
@@ -41,6 +42,10 @@ class OpDef:
         # when the step holds the BLAS at one thread (kernels/parallel.py); a plan with
         # such an op runs that way by default (flow.config.kernel_threading("auto")).
         self.splits_batch = splits_batch
+        # Kernel keyword -> the flow.config setting the compiler passes as its value: a
+        # choice that does not change the op's meaning (e.g. the convolution algorithm),
+        # fixed when a job is compiled, so it is not part of the traced node's attrs.
+        self.compile_options = dict(compile_options or {})
 
     def grad(self, rule: Callable) -> Callable:
         """Decorator: attach the gradient rule."""
@@ -60,7 +65,8 @@ class OpDef:
 
 def register(name: str, infer: Callable, *, side_effect: bool = False,
              differentiable: bool = True, writes_out: bool = False,
-             splits_batch: bool = False) -> Callable[[Callable], OpDef]:
+             splits_batch: bool = False,
+             compile_options: dict[str, str] | None = None) -> Callable[[Callable], OpDef]:
     """Decorator over a forward kernel: ``@register("relu", infer=same_shape)``."""
 
     def wrap(forward: Callable) -> OpDef:
@@ -68,7 +74,7 @@ def register(name: str, infer: Callable, *, side_effect: bool = False,
             raise ValueError(f"op {name!r} is registered twice")
         op = OpDef(name, infer, forward, side_effect=side_effect,
                    differentiable=differentiable, writes_out=writes_out,
-                   splits_batch=splits_batch)
+                   splits_batch=splits_batch, compile_options=compile_options)
         REGISTRY[name] = op
         return op
 

@@ -217,7 +217,7 @@ def test_conv_kernels_split_under_a_held_blas_match_serial(case, two_workers, mo
     np.testing.assert_allclose(split[2], serial[2], rtol=1e-5, atol=1e-5)  # summation order
 
 
-def test_large_matmuls_split_rows_under_a_held_blas(two_workers, monkeypatch):
+def test_large_matmuls_split_under_a_held_blas(two_workers, monkeypatch):
     import aioflow as flow
     from aioflow.ops.linalg import matmul_op
     from aioflow.session import default_session
@@ -235,8 +235,10 @@ def test_large_matmuls_split_rows_under_a_held_blas(two_workers, monkeypatch):
     got = matmul_op.forward(ctx, a, b, transpose_b=True)
     got_t = matmul_op.forward(ctx, np.ascontiguousarray(a.T), b, transpose_a=True,
                               transpose_b=True)
+    tall = matmul_op.forward(ctx, b, a, transpose_b=True)       # more rows than columns
     small = matmul_op.forward(ctx, a[:, :10], b[:10, :10], transpose_b=True)
-    assert calls == [2, 2]  # the small product was not split
+    assert calls == [2, 2, 2]  # the small product was not split
+    np.testing.assert_allclose(tall, b @ a.T, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(small, a[:, :10] @ b[:10, :10].T, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got_t, want, rtol=1e-5, atol=1e-4)
