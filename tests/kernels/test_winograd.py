@@ -173,18 +173,18 @@ def test_compile_option_reaches_the_conv_kernels(monkeypatch):
     x = np.random.default_rng(6).standard_normal((4, 16, 8, 8)).astype(np.float32)
     losses = {}
     try:
-        for algorithm in ("gemm", "winograd"):
+        for algorithm in ("gemm", "auto", "winograd"):
             flow.config.conv_algorithm(algorithm)
             train = _train_conv2_job()
             used.clear()
             losses[algorithm] = [float(train(x)[0]) for _ in range(3)]
-            if algorithm == "gemm":
-                assert used == []
-            else:  # per step: 2 forwards, conv2's input gradient (a forward of the flipped
-                #      kernel; conv1's is not needed), 2 filter gradients
-                assert used.count("forward") == 9 and used.count("filter") == 6
+            # per step: 2 forwards, conv2's input gradient (a forward of the flipped kernel;
+            # conv1's is not needed), 2 filter gradients -- by Winograd only when asked
+            expected = {"gemm": (0, 0), "auto": (9, 0), "winograd": (9, 6)}[algorithm]
+            assert (used.count("forward"), used.count("filter")) == expected
     finally:
         flow.config.conv_algorithm("auto")
         flow.clear_default_session()
     assert losses["gemm"][2] < losses["gemm"][0]
+    np.testing.assert_allclose(losses["auto"], losses["gemm"], rtol=1e-5)
     np.testing.assert_allclose(losses["winograd"], losses["gemm"], rtol=1e-5)
