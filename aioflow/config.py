@@ -95,12 +95,15 @@ def conv_algorithm(name: str = "auto") -> None:
     """How convolutions compute, for jobs compiled from now on.
 
     ``"gemm"``: as matrix products over copies of the input windows (im2col-style), the
-    closest to the exact result. ``"winograd"``: Winograd's F(2x2, 5x5) wherever it applies
-    (stride 1, no dilation, one group, 5x5 kernels), with 2.8x fewer multiplications;
-    float32 results then differ from the exact ones by about 2e-6 of their size instead
-    of 3e-7. ``"auto"`` (the default): Winograd where it applies and both channel counts
-    are at least 16 (where it is faster: the seed LeNet's conv2 forward 14 -> 9 ms on 2
-    cores), GEMM elsewhere. See :mod:`aioflow.kernels.winograd`.
+    closest to the exact result. ``"auto"`` (the default): the forward pass and the input
+    gradient of 5x5, stride-1, undilated, ungrouped convolutions with at least 16 input
+    and output channels by Winograd's F(2x2, 5x5), with 2.8x fewer multiplications (the
+    seed LeNet's conv2 forward 14 -> 9 ms on 2 cores); float32 results then differ from
+    the exact ones by about 2e-6 of their largest value instead of 3e-7. GEMM elsewhere,
+    and for every filter gradient. ``"winograd"``: Winograd wherever it applies, whatever
+    the channel counts, the filter gradient included (its rounding is relative to the
+    largest gradient, which Adam magnifies on weights with small gradients). See
+    :mod:`aioflow.kernels.winograd`.
 
     >>> conv_algorithm("gemm"); get("conv_algorithm")
     'gemm'

@@ -11,7 +11,9 @@ core as row-shift GEMMs and 19 ms this way (2-core AMD EPYC; see docs/benchmarks
 
 The cost is rounding: the transforms mix values of different sizes, so float32 results
 differ from the exact convolution by about 2e-6 of their magnitude instead of 3e-7
-(tested against a float64 reference). ``flow.config.conv_algorithm("gemm")`` turns it off.
+(tested against a float64 reference). ``flow.config.conv_algorithm("gemm")`` turns it off;
+``"auto"`` uses it for the forward pass and the input gradient but not the filter
+gradient (see ``conv2d_backward_filter``).
 
 In terms of the standard matrices (Lavin & Gray, 2016): with ``d`` an input tile and
 ``g`` a filter, one output block is ``A^T [(G g G^T) * (B^T d B)] A``. They come from
