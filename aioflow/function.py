@@ -31,6 +31,7 @@ from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
 from .runtime.calls import call_job
+from .runtime import malloc
 from .runtime.device import run_step
 from .runtime.results import foreign_async_library, running_loop
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
@@ -144,6 +145,7 @@ class CompiledJob:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
+        malloc.tune()   # a no-op after the first time, or when turned off
         self.plan = build_plan(graph, memory_plan=config.get("memory_plan"),
                                kernel_threading=config.get("kernel_threading"),
                                options={"conv_algorithm": config.get("conv_algorithm")})
