@@ -25,7 +25,7 @@ import functools
 from . import config
 from . import session as session_mod
 from .compiler import build_plan, eliminate_dead_code, verify
-from .compiler.fusion import pool_before_bias_relu
+from .compiler.fusion import fuse_conv_max_pool, pool_before_bias_relu
 from .compiler.passes import schedule_side_effects_last
 from .function_config import FunctionConfig
 from .inputs import convert_argument
@@ -166,6 +166,7 @@ class CompiledJob:
             graph.outputs = list(blobs)
             if config.get("fusion"):
                 pool_before_bias_relu(graph)
+                fuse_conv_max_pool(graph)
             if job.job_type == "train":
                 from .optimizer import build_training
                 build_training(graph)

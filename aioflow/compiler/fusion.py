@@ -6,6 +6,12 @@ unpadded windows equals ``relu(bias_add(max_pool(x), b))``: the bias is constant
 window (one value per channel) and relu is monotone, so neither changes which element
 is the maximum. The elementwise work then runs on the pooled tensor (4x smaller for 2x2
 windows), forward and backward. Measured on the seed LeNet: see docs/benchmarks.md.
+
+``fuse_conv_max_pool``: ``max_pool(conv(x, w))`` with 2x2 windows, stride 2 and no
+padding becomes one ``conv2d_max_pool2d`` op, whose kernel pools the convolution's output
+as it is produced (:mod:`aioflow.kernels.conv_pool`) and never stores it; its gradient is
+the unfused ops' (pooling gradient, then the convolution's). Run after
+``pool_before_bias_relu``, which is what puts the pooling right after the convolution.
 """
 from __future__ import annotations
 
@@ -57,6 +63,41 @@ def pool_before_bias_relu(graph: Graph) -> int:
         graph.nodes.remove(bias_node)
         graph.nodes.remove(relu_node)
         _replace_uses(graph, pool_node.outputs[0], activated)
+        users = graph.consumers()
+        changed += 1
+    return changed
+
+
+def fuse_conv_max_pool(graph: Graph) -> int:
+    """Apply the rewrite wherever it is valid; returns how many places changed."""
+    from ..ops.conv import conv2d_max_pool2d_op
+
+    changed = 0
+    users = graph.consumers()
+    producer = {blob.id: node for node in graph.nodes for blob in node.outputs}
+    for pool_node in list(graph.nodes):
+        if pool_node.op.name != "max_pool2d" or pool_node.outputs[1].id in users:
+            continue
+        attrs = pool_node.attrs
+        if (tuple(attrs["ksize"]) != (2, 2) or tuple(attrs["strides"]) != (2, 2)
+                or any(p for pair in attrs["pads"] for p in pair)):
+            continue
+        conv_node = producer.get(pool_node.inputs[0].id)
+        if (conv_node is None or conv_node.op.name != "conv2d"
+                or _single_consumer(graph, users, conv_node.outputs[0], "max_pool2d")
+                is not pool_node):
+            continue
+        geometry = {k: conv_node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
+        mark = len(graph.nodes)
+        with tracing(graph):
+            pooled, argmax = conv2d_max_pool2d_op(*conv_node.inputs, name=conv_node.name,
+                                                  **geometry)
+        new_nodes = graph.nodes[mark:]
+        del graph.nodes[mark:]
+        position = graph.nodes.index(pool_node)
+        graph.nodes[position:position + 1] = new_nodes
+        graph.nodes.remove(conv_node)
+        _replace_uses(graph, pool_node.outputs[0], pooled)
         users = graph.consumers()
         changed += 1
     return changed

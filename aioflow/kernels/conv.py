@@ -195,11 +195,7 @@ def _im2col(xp, x, g: _Geom, dtype):
     if (g.kh == g.kw == 1 and g.sh == g.sw == 1 and not (g.pt or g.pb or g.pl or g.pr)
             and x.dtype == dtype):
         return xp.ascontiguousarray(x).reshape(N, C, H * W)   # 1x1: x is its own im2col
-    if g.pt or g.pb or g.pl or g.pr:
-        xpad = xp.zeros((N, C, H + g.pt + g.pb, W + g.pl + g.pr), dtype)
-        xpad[:, :, g.pt:g.pt + H, g.pl:g.pl + W] = x
-    else:
-        xpad = x
+    xpad = _padded(xp, x, g, dtype)
     s = xpad.strides
     view = xp.lib.stride_tricks.as_strided(
         xpad, (N, C, g.kh, g.kw, g.OH, g.OW),
@@ -207,6 +203,16 @@ def _im2col(xp, x, g: _Geom, dtype):
     col = xp.empty((N, C, g.kh, g.kw, g.OH, g.OW), dtype)
     col[...] = view
     return col.reshape(N, C * g.kh * g.kw, g.OH * g.OW)
+
+
+def _padded(xp, x, g: _Geom, dtype):
+    """x zero-padded by the geometry's pads (x itself when there are none)."""
+    if not (g.pt or g.pb or g.pl or g.pr):
+        return x
+    N, C, H, W = x.shape
+    xpad = xp.zeros((N, C, H + g.pt + g.pb, W + g.pl + g.pr), dtype)
+    xpad[:, :, g.pt:g.pt + H, g.pl:g.pl + W] = x
+    return xpad
 
 
 # ------------------------------------------------------------------------- forward

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..kernels import conv as conv_kernels
+from ..kernels import conv_pool as conv_pool_kernels
 from ..kernels import pool as pool_kernels
 from .registry import register, require_float
 
@@ -99,6 +100,37 @@ def max_pool2d_grad(ctx, dy, argmax, *, x_shape, ksize, strides, pads):
 def _max_pool_grad(node, gy, g_argmax):
     geometry = {k: node.attrs[k] for k in ("ksize", "strides", "pads")}
     return [max_pool2d_grad(gy, node.outputs[1], x_shape=node.inputs[0].shape, **geometry)]
+
+
+def _infer_conv_max_pool(x, w, **geometry):
+    (shape, dtype), = _infer_conv(x, w, **geometry)
+    n, o, oh, ow = shape
+    if oh < 2 or ow < 2:
+        raise ValueError(f"conv2d_max_pool2d: a 2x2 window does not fit the convolution's "
+                         f"{oh}x{ow} output")
+    pooled = (n, o, oh // 2, ow // 2)
+    return [(pooled, dtype), (pooled, dtype)]  # as max_pool2d: values, argmax positions
+
+
+@register("conv2d_max_pool2d", infer=_infer_conv_max_pool, splits_batch=True,
+          compile_options=_ALGORITHM)
+def conv2d_max_pool2d_op(ctx, x, w, *, strides, pads, dilations, groups, algorithm="auto"):
+    """conv2d then max_pool2d with ksize 2, stride 2, no padding, in one kernel (the
+    compiler's ``fuse_conv_max_pool`` rewrite makes it): the full-size convolution
+    output is never stored."""
+    return conv_pool_kernels.conv2d_max_pool2x2(x, w, strides, pads, dilations, groups,
+                                                algorithm=algorithm)
+
+
+@conv2d_max_pool2d_op.grad
+def _conv_max_pool_grad(node, gy, g_argmax):
+    x, w = node.inputs
+    geometry = {k: node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
+    (conv_shape, _), = _infer_conv(x, w, **geometry)
+    gconv = max_pool2d_grad(gy, node.outputs[1], x_shape=conv_shape, ksize=(2, 2),
+                            strides=(2, 2), pads=((0, 0), (0, 0)))
+    return [conv2d_backward_data(gconv, w, x_shape=x.shape, **geometry),
+            conv2d_backward_filter(gconv, x, w_shape=w.shape, **geometry)]
 
 
 @register("avg_pool2d", infer=_infer_pool("avg_pool2d"))

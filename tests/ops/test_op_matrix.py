@@ -569,6 +569,24 @@ for _id, _xs, _ws, _st, _pad, _dil, _grp in CONV:
          ("conv2d_backward_data", "conv2d_backward_filter"), tol32=dict(rtol=1e-5, atol=1e-5))
 
 
+# id, x shape, w shape: the fused conv + 2x2/stride-2 max pooling (its Winograd path, which
+# needs 16+ channels and so too many weights for central differences here, is checked
+# against the unfused kernels in tests/kernels/test_conv_pool.py)
+CONV_POOL = [
+    ("im2col", (2, 2, 6, 6), (3, 2, 3, 3)),                 # few input channels
+    ("odd-output", (2, 2, 5, 5), (3, 2, 3, 3)),             # floor mode: unfused kernels
+]
+for _id, _xs, _ws in CONV_POOL:
+    case(f"conv2d_max_pool2d-{_id}",
+         lambda x, w: flow.nn.max_pool2d(flow.nn.conv2d(x, w, padding="SAME"), ksize=2,
+                                         strides=2, padding="VALID"),
+         lambda x, w: _pool_ref(_conv2d_ref(x, w, (1, 1), "SAME", (1, 1), 1), (2, 2),
+                                (2, 2), "VALID", "max"),
+         (U(-1, 1, *_xs), U(-1, 1, *_ws)), ("conv2d_max_pool2d",),
+         ("max_pool2d_grad", "conv2d_backward_data", "conv2d_backward_filter"),
+         tol32=dict(rtol=1e-5, atol=1e-5))
+
+
 def _pool_ref(x, ksize, strides, padding, kind):
     (kh, kw), (sh, sw) = ksize, strides
     n, c, h, w = x.shape
