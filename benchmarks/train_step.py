@@ -5,7 +5,12 @@
                                                           # as on users' machines
 
 Both frameworks use 2 threads, float32, batch 100, the same data; rounds are
-interleaved so machine drift hits both alike. Prints ms per step and the ratio.
+interleaved so machine drift hits both alike. Prints ms per step (medians over rounds),
+their ratio, and the median and range of the per-round ratios: on a host whose speed
+drifts within seconds, each round's aioflow and PyTorch figures were taken moments apart,
+so the per-round ratio is the steadier figure.
+
+    python benchmarks/train_step.py --rounds 20 --lenet-steps 3   # finer interleaving
 """
 from __future__ import annotations
 
@@ -48,7 +53,8 @@ def _median_ms(fn, steps):
     return 1000 * (time.perf_counter() - start) / steps
 
 
-def measure(model: str, rounds: int = 5, steps: int | None = None) -> dict[str, float]:
+def measure(model: str, rounds: int = 5, steps: int | None = None) -> dict[str, list]:
+    """Per-round ms per step of each case: ``{"aioflow train": [...], ...}``."""
     import torch
     torch.set_num_threads(2)
     steps = steps or (200 if model == "mlp" else 10)
@@ -70,20 +76,28 @@ def measure(model: str, rounds: int = 5, steps: int | None = None) -> dict[str, 
         for key, fn in cases.items():
             samples[key].append(_median_ms(fn, steps))
     flow.clear_default_session()
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--mlp-steps", type=int, default=200, help="steps per round")
+    parser.add_argument("--lenet-steps", type=int, default=10, help="steps per round")
     args = parser.parse_args()
     print(f"BLAS: {_blas_info()}")
-    print(f"{'model':6} {'step':8} {'aioflow ms':>11} {'torch ms':>9} {'ratio':>6}")
+    print(f"{'model':6} {'step':8} {'aioflow ms':>11} {'torch ms':>9} {'ratio':>6}  "
+          f"per-round ratio: median [min-max]")
     for model in ("mlp", "lenet"):
-        ms = measure(model, args.rounds)
+        steps = args.mlp_steps if model == "mlp" else args.lenet_steps
+        samples = measure(model, args.rounds, steps)
         for step in ("train", "predict"):
-            ours, theirs = ms[f"aioflow {step}"], ms[f"torch {step}"]
-            print(f"{model:6} {step:8} {ours:11.2f} {theirs:9.2f} {ours / theirs:6.2f}")
+            ours, theirs = samples[f"aioflow {step}"], samples[f"torch {step}"]
+            paired = [a / b for a, b in zip(ours, theirs)]
+            ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
+            print(f"{model:6} {step:8} {ours_ms:11.2f} {theirs_ms:9.2f} "
+                  f"{ours_ms / theirs_ms:6.2f}  {statistics.median(paired):.2f} "
+                  f"[{min(paired):.2f}-{max(paired):.2f}]")
 
 
 if __name__ == "__main__":
