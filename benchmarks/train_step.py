@@ -11,6 +11,12 @@ drifts within seconds, each round's aioflow and PyTorch figures were taken momen
 so the per-round ratio is the steadier figure.
 
     python benchmarks/train_step.py --rounds 20 --lenet-steps 3   # finer interleaving
+
+Each round ends with a pause (``--pause``, 0.3 s) before the next case starts: a BLAS or
+OpenMP pool keeps its threads spinning on the cores for a while after its last call, and
+without the pause whichever framework ran just before slowed the next one down (the
+PyTorch MLP train step measured 1.42 ms alone and 1.99 ms right after aioflow's rounds,
+while aioflow's was 1.38 and 1.40 ms: the earlier, pause-less figures favoured aioflow).
 """
 from __future__ import annotations
 
@@ -53,7 +59,8 @@ def _median_ms(fn, steps):
     return 1000 * (time.perf_counter() - start) / steps
 
 
-def measure(model: str, rounds: int = 5, steps: int | None = None) -> dict[str, list]:
+def measure(model: str, rounds: int = 5, steps: int | None = None,
+            pause: float = 0.3) -> dict[str, list]:
     """Per-round ms per step of each case: ``{"aioflow train": [...], ...}``."""
     import torch
     torch.set_num_threads(2)
@@ -75,6 +82,7 @@ def measure(model: str, rounds: int = 5, steps: int | None = None) -> dict[str, 
     for _ in range(rounds):
         for key, fn in cases.items():
             samples[key].append(_median_ms(fn, steps))
+            time.sleep(pause)   # let the thread pools that just ran go idle
     flow.clear_default_session()
     return samples
 
@@ -84,13 +92,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mlp-steps", type=int, default=200, help="steps per round")
     parser.add_argument("--lenet-steps", type=int, default=10, help="steps per round")
+    parser.add_argument("--pause", type=float, default=0.3,
+                        help="seconds between rounds, for spinning thread pools to idle")
     args = parser.parse_args()
     print(f"BLAS: {_blas_info()}")
     print(f"{'model':6} {'step':8} {'aioflow ms':>11} {'torch ms':>9} {'ratio':>6}  "
           f"per-round ratio: median [min-max]")
     for model in ("mlp", "lenet"):
         steps = args.mlp_steps if model == "mlp" else args.lenet_steps
-        samples = measure(model, args.rounds, steps)
+        samples = measure(model, args.rounds, steps, args.pause)
         for step in ("train", "predict"):
             ours, theirs = samples[f"aioflow {step}"], samples[f"torch {step}"]
             paired = [a / b for a, b in zip(ours, theirs)]
