@@ -55,6 +55,12 @@ def test_pool_before_bias_relu_matches_unfused_forward_and_training():
     assert ops_f.index("conv2d_max_pool2d") < ops_f.index("bias_add") < ops_f.index("relu")
     assert "max_pool2d" not in ops_f and "conv2d" not in ops_f
     assert ops_u.index("bias_add") < ops_u.index("relu") < ops_u.index("max_pool2d")
+    _assert_same_results((out_f, losses_f, vars_f), (out_u, losses_u, vars_u))
+
+
+def _assert_same_results(fused, unfused):
+    """Same predictions, same losses and same trained variables to float rounding."""
+    (out_f, losses_f, vars_f), (out_u, losses_u, vars_u) = fused, unfused
     np.testing.assert_allclose(out_f, out_u, rtol=1e-5, atol=1e-6)
     for a, b in zip(losses_f, losses_u):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -83,11 +89,7 @@ def test_conv_max_pool_fusion_matches_unfused(shape, geometry, kernel_path, monk
     out_u, losses_u, vars_u, ops_u = _run(False, shape=shape, **geometry)
     assert "conv2d_max_pool2d" in ops_f and "conv2d_max_pool2d" not in ops_u
     assert (fused_calls > 0) is (kernel_path != "unfused kernels") and len(calls) == fused_calls
-    np.testing.assert_allclose(out_f, out_u, rtol=1e-5, atol=1e-6)
-    for a, b in zip(losses_f, losses_u):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    for name in vars_u:
-        np.testing.assert_allclose(vars_f[name], vars_u[name], rtol=1e-5, atol=1e-6)
+    _assert_same_results((out_f, losses_f, vars_f), (out_u, losses_u, vars_u))
 
 
 def test_conv_max_pool_fusion_needs_the_pool_to_be_the_only_reader():
