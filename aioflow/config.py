@@ -59,8 +59,10 @@ def pipeline_depth(depth: int) -> None:
 
 
 def enable_fusion(flag: bool = True) -> None:
-    """Turn the compiler's rewrites (e.g. pooling before bias + relu) on or off for jobs
-    compiled from now on; results agree to float rounding either way."""
+    """Turn the compiler's rewrites on or off for jobs compiled from now on: pooling
+    before bias + relu, then a convolution and the 2x2 max pooling after it as one kernel
+    that never stores the convolution's full output. Results agree to float rounding
+    either way."""
     _settings["fusion"] = bool(flag)
 
 
