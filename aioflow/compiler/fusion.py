@@ -4,8 +4,9 @@ so the backward pass is derived from the cheaper forward).
 ``pool_before_bias_relu``: ``max_pool(relu(bias_add(x, b)))`` with non-overlapping,
 unpadded windows equals ``relu(bias_add(max_pool(x), b))``: the bias is constant over a
 window (one value per channel) and relu is monotone, so neither changes which element
-is the maximum. The elementwise work then runs on the pooled tensor (4x smaller for 2x2
-windows), forward and backward. Measured on the seed LeNet: see docs/benchmarks.md.
+is the maximum (the relu is optional: ``max_pool(bias_add(x, b))`` moves the same way).
+The elementwise work then runs on the pooled tensor (4x smaller for 2x2 windows), forward
+and backward, and the pooling lands right after the convolution. Measured on the seed LeNet: see docs/benchmarks.md.
 
 ``fuse_conv_max_pool``: ``max_pool(conv(x, w))`` with 2x2 windows, stride 2 and no
 padding becomes one ``conv2d_max_pool2d`` op, whose kernel pools the convolution's output
@@ -42,9 +43,8 @@ def pool_before_bias_relu(graph: Graph) -> int:
         if x.ndim != 4:
             continue
         relu_node = _single_consumer(graph, users, bias_node.outputs[0], "relu")
-        if relu_node is None:
-            continue
-        pool_node = _single_consumer(graph, users, relu_node.outputs[0], "max_pool2d")
+        before_pool = relu_node if relu_node is not None else bias_node   # relu optional
+        pool_node = _single_consumer(graph, users, before_pool.outputs[0], "max_pool2d")
         if pool_node is None or pool_node.outputs[1].id in users:
             continue
         ksize, strides, pads = (pool_node.attrs[k] for k in ("ksize", "strides", "pads"))
@@ -54,15 +54,17 @@ def pool_before_bias_relu(graph: Graph) -> int:
         with tracing(graph):
             pooled, _ = max_pool2d_op(x, ksize=ksize, strides=strides, pads=pads,
                                       name=pool_node.name)
-            shifted = bias_add_op(pooled, bias, axis=1, name=bias_node.name)
-            activated = relu(shifted, name=relu_node.name)
+            result = bias_add_op(pooled, bias, axis=1, name=bias_node.name)
+            if relu_node is not None:
+                result = relu(result, name=relu_node.name)
         new_nodes = graph.nodes[mark:]
         del graph.nodes[mark:]
         position = graph.nodes.index(pool_node)
         graph.nodes[position:position + 1] = new_nodes
         graph.nodes.remove(bias_node)
-        graph.nodes.remove(relu_node)
-        _replace_uses(graph, pool_node.outputs[0], activated)
+        if relu_node is not None:
+            graph.nodes.remove(relu_node)
+        _replace_uses(graph, pool_node.outputs[0], result)
         users = graph.consumers()
         changed += 1
     return changed

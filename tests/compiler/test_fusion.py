@@ -14,9 +14,10 @@ def restore_fusion():
     flow.clear_default_session()
 
 
-def _convnet(images, pool_pad="VALID", ksize=2, strides=2, filters=4, kernel=3):
+def _convnet(images, pool_pad="VALID", ksize=2, strides=2, filters=4, kernel=3,
+             activation=flow.nn.relu):
     conv = flow.layers.conv2d(images, filters, kernel, padding="SAME",
-                              activation=flow.nn.relu, name="conv")
+                              activation=activation, name="conv")
     pool = flow.nn.max_pool2d(conv, ksize=ksize, strides=strides, padding=pool_pad)
     return flow.layers.dense(flow.reshape(pool, [pool.shape[0], -1]), 3, name="fc")
 
@@ -104,3 +105,12 @@ def test_conv_max_pool_fusion_needs_the_pool_to_be_the_only_reader():
     both(np.zeros((2, 2, 8, 8), np.float32))
     ops = [n.op.name for n in both.graph.nodes]
     assert "conv2d" in ops and "max_pool2d" in ops and "conv2d_max_pool2d" not in ops
+
+
+def test_without_an_activation_the_pooling_still_moves_before_the_bias_and_fuses():
+    fused = _run(True, activation=None)
+    unfused = _run(False, activation=None)
+    ops = fused[3]
+    assert "conv2d_max_pool2d" in ops and "relu" not in ops
+    assert ops.index("conv2d_max_pool2d") < ops.index("bias_add")
+    _assert_same_results(fused[:3], unfused[:3])
