@@ -100,7 +100,8 @@ def conv_algorithm(name: str = "auto") -> None:
     ``"gemm"``: as matrix products over copies of the input windows (im2col-style), the
     closest to the exact result. ``"auto"`` (the default): the forward pass and the input
     gradient of 5x5, stride-1, undilated, ungrouped convolutions with at least 16 input
-    and output channels by Winograd's F(2x2, 5x5), with 2.8x fewer multiplications (the
+    and output channels (and images small enough that Winograd's work buffers for one
+    stay under 32 MiB) by Winograd's F(2x2, 5x5), with 2.8x fewer multiplications (the
     seed LeNet's conv2 forward 14 -> 9 ms on 2 cores); float32 results then differ from
     the exact ones by about 2e-6 of their largest value instead of 3e-7. GEMM elsewhere,
     and for every filter gradient. ``"winograd"``: Winograd wherever it applies, whatever

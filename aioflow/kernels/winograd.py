@@ -59,6 +59,10 @@ _MIN_CHANNELS = 16
 # Bytes of the per-chunk work buffers (V and the products): small enough to stay in a
 # core's cache between the steps that write and read them.
 _CHUNK_BYTES = 2 << 20
+# "auto" leaves a convolution to the GEMM lowering when one image's work buffers would
+# take more than this: a chunk is at least one image, and Winograd's buffers are about
+# 6x the GEMM lowering's per image (a 224x224, 64-channel 5x5 layer: 231 MiB per worker).
+_MAX_SAMPLE_BYTES = 32 << 20
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,7 +102,8 @@ def transforms(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def applicable(xp, g, dtype, algorithm: str = "auto") -> bool:
     """Whether to run the convolution of geometry ``g`` (``conv._Geom``) this way:
     numpy arrays of float32/float64, one group, stride 1, no dilation, a square kernel
-    size in ``_TILE``, and (unless ``algorithm == "winograd"``) enough channels."""
+    size in ``_TILE``, and (unless ``algorithm == "winograd"``) enough channels and images
+    small enough that one's work buffers stay under ``_MAX_SAMPLE_BYTES``."""
     if algorithm == "gemm" or xp is not np:
         return False
     if np.dtype(dtype) not in (np.float32, np.float64):
@@ -106,7 +111,10 @@ def applicable(xp, g, dtype, algorithm: str = "auto") -> bool:
     if (g.G != 1 or (g.sh, g.sw, g.dh, g.dw) != (1, 1, 1, 1) or g.kh != g.kw
             or g.kh not in _TILE):
         return False
-    return algorithm == "winograd" or min(g.C, g.O) >= _MIN_CHANNELS
+    if algorithm == "winograd":
+        return True
+    return (min(g.C, g.O) >= _MIN_CHANNELS
+            and _Tiles.per_sample_bytes(g, dtype) <= _MAX_SAMPLE_BYTES)
 
 
 class _Tiles:

@@ -98,6 +98,7 @@ def test_float32_error_stays_close_to_the_gemm_lowering():
     ((2, 32, 14, 14), (64, 32, 5, 5), {"strides": (2, 2)}, False),
     ((2, 32, 14, 14), (64, 32, 5, 5), {"dilations": (2, 2)}, False),
     ((2, 32, 14, 14), (64, 16, 5, 5), {"groups": 2}, False),
+    ((1, 64, 224, 224), (64, 64, 5, 5), {}, False),              # buffers too large
 ])
 def test_auto_picks_winograd_only_where_it_applies_and_pays(x_shape, w_shape, kwargs, auto):
     geometry = {"strides": (1, 1), "pads": 2, "dilations": (1, 1), "groups": 1, **kwargs}
