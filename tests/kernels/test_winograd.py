@@ -91,7 +91,7 @@ def test_float32_error_stays_close_to_the_gemm_lowering():
 
 
 @pytest.mark.parametrize("x_shape,w_shape,kwargs,auto", [
-    ((2, 32, 14, 14), (64, 32, 5, 5), {}, True),
+    ((8, 32, 14, 14), (64, 32, 5, 5), {}, True),
     ((2, 1, 28, 28), (32, 1, 5, 5), {}, False),                  # one input channel
     ((2, 32, 14, 14), (8, 32, 5, 5), {}, False),                 # few output channels
     ((2, 32, 14, 14), (64, 32, 3, 3), {}, False),                # no tile size for 3x3
@@ -99,6 +99,7 @@ def test_float32_error_stays_close_to_the_gemm_lowering():
     ((2, 32, 14, 14), (64, 32, 5, 5), {"dilations": (2, 2)}, False),
     ((2, 32, 14, 14), (64, 16, 5, 5), {"groups": 2}, False),
     ((1, 64, 224, 224), (64, 64, 5, 5), {}, False),              # buffers too large
+    ((1, 32, 14, 14), (64, 32, 5, 5), {}, False),                # too little work
 ])
 def test_auto_picks_winograd_only_where_it_applies_and_pays(x_shape, w_shape, kwargs, auto):
     geometry = {"strides": (1, 1), "pads": 2, "dilations": (1, 1), "groups": 1, **kwargs}
@@ -154,7 +155,7 @@ def _train_conv2_job():
     flow.clear_default_session()
 
     @flow.global_function(type="train")
-    def train(x: tp.Numpy.Placeholder((4, 16, 8, 8))) -> tp.Numpy:
+    def train(x: tp.Numpy.Placeholder((16, 16, 8, 8))) -> tp.Numpy:
         init = flow.random_normal_initializer(stddev=0.05, seed=1)
         h = flow.layers.conv2d(x, 16, 5, padding="SAME", name="conv1", kernel_initializer=init)
         y = flow.layers.conv2d(h, 16, 5, padding="SAME", name="conv2", kernel_initializer=init)
@@ -171,7 +172,7 @@ def test_compile_option_reaches_the_conv_kernels(monkeypatch):
                         lambda *a: (used.append("forward"), real_forward(*a))[1])
     monkeypatch.setattr(WG, "backward_filter",
                         lambda *a: (used.append("filter"), real_filter(*a))[1])
-    x = np.random.default_rng(6).standard_normal((4, 16, 8, 8)).astype(np.float32)
+    x = np.random.default_rng(6).standard_normal((16, 16, 8, 8)).astype(np.float32)
     losses = {}
     try:
         for algorithm in ("gemm", "auto", "winograd"):
