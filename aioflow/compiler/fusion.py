@@ -6,7 +6,8 @@ unpadded windows equals ``relu(bias_add(max_pool(x), b))``: the bias is constant
 window (one value per channel) and relu is monotone, so neither changes which element
 is the maximum (the relu is optional: ``max_pool(bias_add(x, b))`` moves the same way).
 The elementwise work then runs on the pooled tensor (4x smaller for 2x2 windows), forward
-and backward, and the pooling lands right after the convolution. Measured on the seed LeNet: see docs/benchmarks.md.
+and backward, and the pooling lands right after the convolution. Measured on the seed
+LeNet: see docs/benchmarks.md.
 
 ``fuse_conv_max_pool``: ``max_pool(conv(x, w))`` with 2x2 windows, stride 2 and no
 padding becomes one ``conv2d_max_pool2d`` op, whose kernel pools the convolution's output
@@ -57,13 +58,8 @@ def pool_before_bias_relu(graph: Graph) -> int:
             result = bias_add_op(pooled, bias, axis=1, name=bias_node.name)
             if relu_node is not None:
                 result = relu(result, name=relu_node.name)
-        new_nodes = graph.nodes[mark:]
-        del graph.nodes[mark:]
-        position = graph.nodes.index(pool_node)
-        graph.nodes[position:position + 1] = new_nodes
-        graph.nodes.remove(bias_node)
-        if relu_node is not None:
-            graph.nodes.remove(relu_node)
+        _move_traced_nodes(graph, mark, pool_node,
+                           [bias_node] + ([relu_node] if relu_node is not None else []))
         _replace_uses(graph, pool_node.outputs[0], result)
         users = graph.consumers()
         changed += 1
@@ -72,7 +68,7 @@ def pool_before_bias_relu(graph: Graph) -> int:
 
 def fuse_conv_max_pool(graph: Graph) -> int:
     """Apply the rewrite wherever it is valid; returns how many places changed."""
-    from ..ops.conv import conv2d_max_pool2d_op
+    from ..ops.conv import conv2d_max_pool2d_op, conv_geometry
 
     changed = 0
     users = graph.consumers()
@@ -89,20 +85,26 @@ def fuse_conv_max_pool(graph: Graph) -> int:
                 or _single_consumer(graph, users, conv_node.outputs[0], "max_pool2d")
                 is not pool_node):
             continue
-        geometry = {k: conv_node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
         mark = len(graph.nodes)
         with tracing(graph):
-            pooled, argmax = conv2d_max_pool2d_op(*conv_node.inputs, name=conv_node.name,
-                                                  **geometry)
-        new_nodes = graph.nodes[mark:]
-        del graph.nodes[mark:]
-        position = graph.nodes.index(pool_node)
-        graph.nodes[position:position + 1] = new_nodes
-        graph.nodes.remove(conv_node)
+            pooled, _ = conv2d_max_pool2d_op(*conv_node.inputs, name=conv_node.name,
+                                             **conv_geometry(conv_node))
+        _move_traced_nodes(graph, mark, pool_node, [conv_node])
         _replace_uses(graph, pool_node.outputs[0], pooled)
         users = graph.consumers()
         changed += 1
     return changed
+
+
+def _move_traced_nodes(graph: Graph, mark: int, replaced, removed) -> None:
+    """The nodes traced since ``mark`` (appended at the end of ``graph.nodes``) take the
+    place of ``replaced``, so they run where it ran; the ``removed`` nodes go."""
+    new_nodes = graph.nodes[mark:]
+    del graph.nodes[mark:]
+    position = graph.nodes.index(replaced)
+    graph.nodes[position:position + 1] = new_nodes
+    for node in removed:
+        graph.nodes.remove(node)
 
 
 def _replace_uses(graph: Graph, old, new) -> None:

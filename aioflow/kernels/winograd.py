@@ -127,8 +127,8 @@ class _Tiles:
     """The tiling of one geometry and the work buffers for chunks of ``n`` images."""
 
     def __init__(self, g, n: int, dtype, channels_out: int):
-        self.g, self.n, self.dtype = g, n, dtype
-        self.r = r = g.kh
+        self.g = g
+        r = g.kh
         self.m = m = _TILE[r]
         self.a = a = m + r - 1
         self.th, self.tw = -(-g.OH // m), -(-g.OW // m)

@@ -57,12 +57,20 @@ def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, gro
                                                groups, algorithm=algorithm)
 
 
-@conv2d_op.grad
-def _conv_grad(node, gy):
-    x, w = node.inputs
-    geometry = {k: node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
+def conv_geometry(node):
+    """The geometry attrs of a convolution node (conv2d and the fused ops built on it)."""
+    return {k: node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
+
+
+def _conv_input_grads(x, w, gy, geometry):
+    """[d/dx, d/dw] of ``conv2d(x, w, **geometry)`` for the output gradient ``gy``."""
     return [conv2d_backward_data(gy, w, x_shape=x.shape, **geometry),
             conv2d_backward_filter(gy, x, w_shape=w.shape, **geometry)]
+
+
+@conv2d_op.grad
+def _conv_grad(node, gy):
+    return _conv_input_grads(*node.inputs, gy, conv_geometry(node))
 
 
 def _infer_pool(name):
@@ -125,12 +133,11 @@ def conv2d_max_pool2d_op(ctx, x, w, *, strides, pads, dilations, groups, algorit
 @conv2d_max_pool2d_op.grad
 def _conv_max_pool_grad(node, gy, g_argmax):
     x, w = node.inputs
-    geometry = {k: node.attrs[k] for k in ("strides", "pads", "dilations", "groups")}
+    geometry = conv_geometry(node)
     (conv_shape, _), = _infer_conv(x, w, **geometry)
     gconv = max_pool2d_grad(gy, node.outputs[1], x_shape=conv_shape, ksize=(2, 2),
                             strides=(2, 2), pads=((0, 0), (0, 0)))
-    return [conv2d_backward_data(gconv, w, x_shape=x.shape, **geometry),
-            conv2d_backward_filter(gconv, x, w_shape=w.shape, **geometry)]
+    return _conv_input_grads(x, w, gconv, geometry)
 
 
 @register("avg_pool2d", infer=_infer_pool("avg_pool2d"))
