@@ -51,7 +51,7 @@ def get_all_variables() -> dict[str, np.ndarray]:
     """A copy of every variable's value, by name."""
     session = _ready_session()
     with session.lock:
-        return {name: record.value.copy() for name, record in session.variables.items()}
+        return {name: record.host_value() for name, record in session.variables.items()}
 
 
 @blocking_entry
@@ -64,7 +64,8 @@ def save(path, var_dict=None, overwrite: bool = False) -> None:
     if var_dict is None:
         session = _ready_session()
         with session.lock:
-            arrays = {name: record.value.copy() for name, record in session.variables.items()}
+            arrays = {name: record.host_value()
+                      for name, record in session.variables.items()}
     else:
         arrays = {name: np.asarray(value) for name, value in var_dict.items()}
     checkpoint_io.save_arrays(os.fspath(path), arrays, overwrite=overwrite)
@@ -96,7 +97,7 @@ def load_variables(value_dict, ignore_mismatch: bool = True) -> None:
                                f"(variables: {sorted(session.variables)})")
             updates[name] = _checked_value(record, value)
         for name, value in updates.items():
-            session.variables[name].value[...] = value
+            session.variables[name].assign_host(value)
 
 
 def _checked_value(record, value) -> np.ndarray:
@@ -152,6 +153,6 @@ class CheckPoint:
             values = checkpoint_io.read_arrays(path, expected)
             for name, record in session.variables.items():
                 if name in values:
-                    record.value[...] = values[name]
+                    record.assign_host(values[name])
                 else:
-                    record.value[...] = 0
+                    record.assign_host(0)

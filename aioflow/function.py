@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import functools
 
-from . import config
+from . import backends, config
 from . import session as session_mod
-from .compiler import build_plan, eliminate_dead_code, verify
-from .compiler.fusion import fuse_conv_max_pool, pool_before_bias_relu
-from .compiler.passes import schedule_side_effects_last
+from .compiler import compile as compile_graph
 from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
@@ -117,6 +115,8 @@ class JobFunction:
         arrays = self._bind(args, kwargs, private=returns_early)
         session = session_mod.default_session()
         compiled = self.compiled_for(session)
+        if compiled.label_checks:
+            compiled.check_inputs(arrays)
         return call_job(self, compiled, arrays)
 
     def _bind(self, args, kwargs, private: bool = True) -> list:
@@ -130,7 +130,8 @@ class JobFunction:
 
 
 class CompiledJob:
-    """The traced graph of a job in one session, and the plan that runs it."""
+    """A job traced in one session and compiled for one backend: its graph, its plan,
+    and what a step needs to run the plan there."""
 
     def __init__(self, job: JobFunction, session):
         self.job = job
@@ -141,15 +142,18 @@ class CompiledJob:
         graph.config = job.config
         try:
             self._trace(graph)
+            self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
+            malloc.tune()   # a no-op after the first time, or when turned off
+            self.plan = compile_graph(graph, _compile_options(), self.backend)
         except BaseException:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
-        malloc.tune()   # a no-op after the first time, or when turned off
-        self.plan = build_plan(graph, memory_plan=config.get("memory_plan"),
-                               kernel_threading=config.get("kernel_threading"),
-                               options={"conv_algorithm": config.get("conv_algorithm")})
-        session.initialize_missing()
+        self.context = session.context_for(self.backend)
+        self.variable_names = tuple(graph.variable_blobs)
+        self._placement_version = -1
+        self.label_checks = _label_checks(graph)
+        session.initialize_missing(self.backend)
 
     def _trace(self, graph: Graph) -> None:
         job = self.job
@@ -164,29 +168,56 @@ class CompiledJob:
             value = job.fn(*args, **kwargs)
             blobs, self.template = flatten_result(job.return_spec, value, job.__name__)
             graph.outputs = list(blobs)
-            if config.get("fusion"):
-                pool_before_bias_relu(graph)
-                fuse_conv_max_pool(graph)
-            if job.job_type == "train":
-                from .optimizer import build_training
-                build_training(graph)
-            elif graph.train_target is not None or graph.legacy_losses:
-                what = ("optimizer.minimize()" if graph.train_target is not None
-                        else "flow.losses.add_loss()")
-                raise TypeError(f"job function {job.__name__!r}: {what} called in a predict "
-                                "job; declare it with type='train' (or, in the old API, a "
-                                "function_config with train.primary_lr)")
-        eliminate_dead_code(graph)
-        schedule_side_effects_last(graph)
-        verify(graph)
+        if job.job_type != "train" and (graph.train_target is not None
+                                        or graph.legacy_losses):
+            what = ("optimizer.minimize()" if graph.train_target is not None
+                    else "flow.losses.add_loss()")
+            raise TypeError(f"job function {job.__name__!r}: {what} called in a predict "
+                            "job; declare it with type='train' (or, in the old API, a "
+                            "function_config with train.primary_lr)")
+
+    def check_inputs(self, arrays) -> None:
+        """Checks that need the values, done here on the host before the step is
+        submitted (a device would have to stall mid-step to read them)."""
+        for index, classes, name in self.label_checks:
+            labels = arrays[index]
+            if labels.size:
+                low, high = int(labels.min()), int(labels.max())
+                if low < 0 or high >= classes:
+                    raise ValueError(
+                        f"{self.job.__name__}: argument {name!r} holds the labels of "
+                        "sparse_softmax_cross_entropy_with_logits: labels must lie in "
+                        f"[0, {classes}), got values from {low} to {high}")
 
     def run(self, arrays) -> list:
-        """Execute one step through the session's device, waiting for it in this thread
+        """Execute one step through the backend's device, waiting for it in this thread
         (the compute thread, or an inline blocking caller); returns the host outputs."""
         session = self.session
         with session.lock:
-            return run_step(session.device,
-                            functools.partial(self.plan.run, session.context), arrays)
+            if self._placement_version != session.placement_version:
+                session.move_variables(self.variable_names, self.backend)
+                self._placement_version = session.placement_version
+            return run_step(self.backend.device,
+                            functools.partial(self.plan.run, self.context), arrays)
+
+
+def _compile_options() -> dict:
+    return {key: config.get(key) for key in ("fusion", "memory_plan", "kernel_threading",
+                                             "conv_algorithm")}
+
+
+def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:
+    """(input index, classes, placeholder name) of each sparse cross entropy fed labels
+    straight from a placeholder."""
+    index_of = {blob.id: i for i, blob in enumerate(graph.placeholders)}
+    checks = []
+    for node in graph.nodes:
+        if node.op.name == "sparse_softmax_cross_entropy":
+            labels, logits = node.inputs
+            if labels.id in index_of:
+                checks.append((index_of[labels.id], logits.shape[-1],
+                               graph.placeholder_names[labels.id]))
+    return checks
 
 
 def _placeholders_for(graph, spec, name):

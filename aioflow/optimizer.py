@@ -281,8 +281,9 @@ def build_training(graph) -> None:
     from .initializers import zeros_initializer
     from .variables import get_variable
     step_name = train_step_name(graph.name)
-    session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(), False, graph,
-                             is_state=True)
+    record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
+                                      False, graph, is_state=True)
+    record.on_host = True   # the schedule reads it on the host: no device read per step
     step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
     lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
     for name, param, grad in pairs:

@@ -2,8 +2,9 @@
 
 ``flow.scope.placement("gpu", "0:0")`` places the ops built in its block on GPU 0 of
 machine 0. Without a usable GPU (no CuPy, or no device), the job runs on the CPU after
-one warning, so scripts written for a GPU run anywhere. (The CuPy backend is not part of
-this version yet: GPU placement always runs on the CPU.)
+one warning that points at the ``with`` line, so scripts written for a GPU run anywhere.
+A job whose ops sit under a "gpu" placement runs on the GPU as a whole (see
+:mod:`aioflow.backends` for how a job's backend is chosen, and ``AIOFLOW_DEVICE``).
 
 >>> import aioflow as flow
 >>> with flow.scope.placement("cpu", "0:0"):
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 
+from . import backends
 from .function_config import LogicalView
 from .ir import is_tracing, current_graph
 from .session import warn_once
@@ -30,12 +32,6 @@ __all__ = [
     "fixed_placement",
     "device_prior_placement",
 ]
-
-
-def _gpu_available() -> bool:
-    """Whether jobs can run on a GPU. The CuPy backend is not part of this version, so
-    GPU placement always falls back to the CPU (with the warning below)."""
-    return False
 
 
 def parse_device_ids(machine_device_ids) -> list[tuple[int, int]]:
@@ -66,11 +62,11 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
                          f"{machine_device_ids!r}")
     device = "cpu"
     if device_tag != "cpu":
-        if _gpu_available():
-            device = "gpu"
-        else:
-            warn_once("no-gpu", "flow.scope.placement('gpu'): this aioflow has no usable GPU "
-                      "backend (CuPy on a CUDA device); running on the CPU instead")
+        device = "gpu"
+        why = backends.gpu_unusable_reason()
+        if why is not None:
+            warn_once("no-gpu", f"flow.scope.placement({device_tag!r}): no usable GPU here "
+                      f"({why}); running on the CPU instead")
     if not is_tracing():
         yield
         return

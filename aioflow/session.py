@@ -12,8 +12,7 @@ import warnings
 
 import numpy as np
 
-from . import dtypes
-from .runtime.device import HostDevice
+from . import backends, dtypes
 from .runtime.pipeline import Pipeline
 from .runtime.results import blocking_entry
 from .variables import VariableRecord
@@ -22,23 +21,29 @@ log = logging.getLogger("aioflow")
 
 
 class ExecContext:
-    """What kernels see: the array module, randomness and the session's variables."""
+    """What kernels see: the backend's array module, randomness and the session's
+    variables (one context per backend a session's jobs run on)."""
 
-    def __init__(self, session: "Session", xp=np):
+    def __init__(self, session: "Session", backend: backends.Backend):
         self.session = session
-        self.xp = xp
+        self.backend = backend
+        self.xp = backend.xp
+        self._rngs: dict = {}
 
     def variable(self, name: str):
         return self.session.variables[name].value
 
     def rng_for(self, seed):
-        """The session's generator, or one per seed that advances from step to step."""
-        if seed is None:
-            return self.session.rng
-        rngs = self.session._seeded_rngs
-        if seed not in rngs:
-            rngs[seed] = np.random.default_rng(seed)
-        return rngs[seed]
+        """A generator on the backend's device: one per ``seed``, advancing from step to
+        step; unseeded ops share one drawn from the session's generator, so a seeded
+        session (``flow.random.seed``) repeats its dropout masks too."""
+        rng = self._rngs.get(seed)
+        if rng is None:
+            if seed is None and self.backend.name == "numpy":
+                return self.session.rng
+            start = seed if seed is not None else int(self.session.rng.integers(2 ** 63))
+            rng = self._rngs[seed] = self.backend.random_generator(start)
+        return rng
 
 
 class Session:
@@ -48,15 +53,21 @@ class Session:
         self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
         self.rng = np.random.default_rng()
         self.lock = threading.RLock()
-        # Where steps run (runtime/device.py): numpy on the CPU; the interface a CuPy
-        # backend plugs into (stage on a stream, launch, fetch, events).
-        self.device = HostDevice()
-        self.context = ExecContext(self, self.device.xp)
+        # One execution context per backend the session's jobs run on (backends/).
+        self._contexts: dict[str, ExecContext] = {}
+        # Bumped whenever a variable moves between backends: a compiled job re-checks
+        # where its variables live only when this changed since its last step.
+        self.placement_version = 0
         self.pending_errors: list[BaseException] = []
         self._pipeline = None
         from . import config
         self._pipeline_depth = config.get("pipeline_depth")
-        self._seeded_rngs: dict[int, np.random.Generator] = {}
+
+    def context_for(self, backend: backends.Backend) -> ExecContext:
+        context = self._contexts.get(backend.name)
+        if context is None or context.backend is not backend:
+            context = self._contexts[backend.name] = ExecContext(self, backend)
+        return context
 
     @property
     def pipeline(self):
@@ -97,14 +108,25 @@ class Session:
         graph.new_variables.append(name)
         return record
 
-    def initialize(self, names=None) -> None:
-        """(Re)initialize the named variables (default: all) from their initializers."""
+    def initialize(self, names=None, backend: backends.Backend | None = None) -> None:
+        """(Re)initialize the named variables (default: all) from their initializers, on
+        the host (so every backend starts from the same values), then place each on
+        ``backend`` (default: where it lives now, or the CPU)."""
         for name in (self.variables if names is None else names):
             record = self.variables[name]
-            record.value = _initial_value(record, self.rng)
+            target = backend or record.backend or backends.named("numpy")
+            record.place(_initial_value(record, self.rng), target)
 
-    def initialize_missing(self) -> None:
-        self.initialize([n for n, r in self.variables.items() if r.value is None])
+    def initialize_missing(self, backend: backends.Backend | None = None) -> None:
+        self.initialize([n for n, r in self.variables.items() if r.value is None], backend)
+
+    def move_variables(self, names, backend: backends.Backend) -> None:
+        """Make the named variables live on ``backend`` (a job on it is about to run)."""
+        for name in names:
+            record = self.variables[name]
+            if record.backend is not backend:
+                record.move_to(backend)
+                self.placement_version += 1
 
     def forget_variables(self, names) -> None:
         for name in names:
@@ -196,6 +218,21 @@ def _drain_at_exit() -> None:
 
 
 def warn_once(key: str, message: str, _seen=set()) -> None:  # noqa: B006 - process-wide
+    """Warn once per process, pointing at the user's line (the first caller outside
+    aioflow and contextlib, so a warning from inside a ``with`` block's manager shows
+    the user's ``with`` statement, not contextlib.py)."""
     if key not in _seen:
         _seen.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    import contextlib
+    import os
+    import sys
+    skipped = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+               os.path.abspath(contextlib.__file__))
+    frame, level = sys._getframe(2), 2   # 1 is warn_once's caller's callee: warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -32,10 +32,45 @@ class VariableRecord:
     initializer: Any
     trainable: bool = True
     is_state: bool = False  # optimizer slot or counter: may be absent from a checkpoint
-    value: np.ndarray | None = field(default=None, repr=False)
+    # Kept in host memory whatever the job's backend: a step counter, which the learning
+    # rate schedule reads on the host (reading it from a GPU would stall every step).
+    on_host: bool = False
+    # The value: an array of ``backend`` (None until initialized); numpy when ``on_host``.
+    value: Any = field(default=None, repr=False)
+    backend: Any = field(default=None, repr=False)
 
     def describe(self) -> str:
         return f"{self.dtype.name}{list(self.shape)}"
+
+    def host_value(self) -> np.ndarray:
+        """A numpy copy of the value (from wherever it lives)."""
+        if isinstance(self.value, np.ndarray):
+            return self.value.copy()
+        return self.backend.to_host(self.value)
+
+    def assign_host(self, host_array) -> None:
+        """Overwrite the value in place from a numpy array of its shape (or a scalar)."""
+        if isinstance(self.value, np.ndarray):
+            self.value[...] = host_array
+        else:
+            self.backend.assign(self.value, np.broadcast_to(
+                np.asarray(host_array, dtype=self.dtype.numpy), self.shape))
+
+    def place(self, host_array: np.ndarray, backend) -> None:
+        """Set the value from a fresh host array, on ``backend`` (or the host)."""
+        if self.on_host or backend.owns(host_array):
+            self.value, self.backend = host_array, backend
+        else:
+            self.value, self.backend = backend.to_device(host_array), backend
+
+    def move_to(self, backend) -> None:
+        """Make the value live on ``backend`` (a copy through the host, once)."""
+        if self.value is None or self.backend is backend:
+            return
+        if self.on_host:
+            self.backend = backend
+            return
+        self.place(self.host_value(), backend)
 
 
 def get_variable(name: str, shape=None, dtype=None, initializer=None,

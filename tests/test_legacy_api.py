@@ -9,6 +9,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+from aioflow import backends
 from aioflow import scope
 from aioflow import session as session_mod
 
@@ -282,7 +283,7 @@ def test_model_update_conf_refuses_unknown_rules():
 # ------------------------------------------------------------------------- placement, names
 
 def test_fixed_placement_gpu_runs_on_cpu_with_one_warning(monkeypatch):
-    if scope._gpu_available():
+    if backends.gpu_usable():
         pytest.skip("a GPU is available: no fallback warning")
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # as in a new process
 

@@ -105,15 +105,19 @@ class Plan:
 
 def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
                memory_plan: bool = True, kernel_threading: str = "blas",
-               options: dict[str, Any] | None = None) -> Plan:
+               options: dict[str, Any] | None = None, backend=None) -> Plan:
     """The plan of ``graph``; ``memory_plan=False`` lets every op allocate its output
     afresh each step (the reference the memory plan is tested against);
     ``kernel_threading`` as :func:`aioflow.config.kernel_threading`; ``options``: values
     of the settings ops take as compile options (``OpDef.compile_options``), e.g.
-    ``{"conv_algorithm": "gemm"}``; a setting left out keeps the kernel's default."""
+    ``{"conv_algorithm": "gemm"}``; a setting left out keeps the kernel's default;
+    ``backend``: whose kernels the plan calls (default: numpy)."""
+    if backend is None:
+        from .. import backends
+        backend = backends.named("numpy")
     options = options or {}
-    split = kernel_threading == "split" or (
-        kernel_threading == "auto" and any(n.op.splits_batch for n in graph.nodes))
+    split = backend.splits_on_host_threads and (kernel_threading == "split" or (
+        kernel_threading == "auto" and any(n.op.splits_batch for n in graph.nodes)))
     buffer_of_node, buffers = plan_buffers(graph) if memory_plan else (
         [None] * len(graph.nodes), [])
     slot_of: dict[int, int] = {}
@@ -137,7 +141,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             if last_use.get(b.id) == index and b.id not in keep
         )
         instructions.append(Instruction(
-            kernel=node.op.forward,
+            kernel=node.op.kernel(backend.name),
             inputs=tuple(slot(b.id) for b in node.inputs),
             outputs=tuple(slot(b.id) for b in node.outputs),
             attrs={**node.attrs, **{kw: options[key]

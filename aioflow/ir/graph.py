@@ -56,7 +56,7 @@ class Graph:
         self.outputs: list[Blob] = []
         self._blob_ids = itertools.count()
         self._name_counts: dict[str, int] = {}
-        self.device = "cpu"
+        self.device = "default"  # flow.scope.placement sets "cpu" or "gpu" (backends/)
         self.name_scope: list[str] = []
         self.variable_blobs: dict[str, Blob] = {}
         self.new_variables: list[str] = []  # declared for the first time by this trace

@@ -120,8 +120,10 @@ def _infer_conv_max_pool(x, w, **geometry):
     return [(pooled, dtype), (pooled, dtype)]  # as max_pool2d: values, argmax positions
 
 
+# A CPU kernel (Winograd tiles and phase-ordered im2col): the compiler fuses convolution
+# and pooling only for backends that have a kernel for this op.
 @register("conv2d_max_pool2d", infer=_infer_conv_max_pool, splits_batch=True,
-          compile_options=_ALGORITHM)
+          compile_options=_ALGORITHM, backends=("numpy",))
 def conv2d_max_pool2d_op(ctx, x, w, *, strides, pads, dilations, groups, algorithm="auto"):
     """conv2d then max_pool2d with ksize 2, stride 2, no padding, in one kernel (the
     compiler's ``fuse_conv_max_pool`` rewrite makes it): the full-size convolution

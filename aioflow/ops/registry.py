@@ -3,12 +3,16 @@
 * ``infer(*input_blobs, **attrs) -> [(shape, dtype), ...]``: the shape rule, run at trace
   time; it raises ``ValueError``/``TypeError`` naming the op for bad inputs.
 * ``forward(ctx, *arrays, **attrs)``: the kernel, written against ``ctx.xp`` (numpy or
-  cupy); returns one array or a tuple (one per output).
+  cupy); returns one array or a tuple (one per output). It serves every backend unless
+  the op says otherwise: ``backends=("numpy",)`` limits it to those (a CPU-only kernel),
+  and ``@op.kernel_for("cupy")`` adds a backend's own, faster kernel beside it.
 * ``grad(node, *output_grads) -> [input_grad or None, ...]``: the gradient rule, which
   builds more ops (so autodiff is graph-to-graph and backward passes are compiled too).
 
 Registering an op puts it in the op test matrix (``tests/ops``). Lookups fail loudly:
-an unknown op or a missing gradient raises with the op's name at trace/compile time.
+an unknown op or a missing gradient raises with the op's name at trace/compile time, and
+compiling a job for a backend that one of its ops has no kernel for raises
+:class:`MissingKernelError` naming the op and the backend.
 """
 from __future__ import annotations
 
@@ -19,16 +23,26 @@ from ..ir import Blob, current_graph
 REGISTRY: dict[str, "OpDef"] = {}
 
 
+class MissingKernelError(NotImplementedError):
+    """An op of a job has no kernel for the backend the job was compiled for."""
+
+
 class OpDef:
     """A primitive op. See the module docstring for the rule signatures."""
 
     def __init__(self, name: str, infer: Callable, forward: Callable, *,
                  side_effect: bool = False, differentiable: bool = True,
                  writes_out: bool = False, splits_batch: bool = False,
-                 compile_options: dict[str, str] | None = None):
+                 compile_options: dict[str, str] | None = None,
+                 backends: tuple[str, ...] | None = None):
         self.name = name
         self.infer = infer
         self.forward = forward
+        # Backend name -> kernel. ``forward`` serves the backends named here, or every
+        # backend (written against ctx.xp) when ``backends`` is None.
+        self.kernels: dict[str, Callable] = (
+            {} if backends is None else {b: forward for b in backends})
+        self.generic = backends is None
         self.grad_rule: Callable | None = None
         self.side_effect = side_effect
         self.differentiable = differentiable
@@ -46,6 +60,27 @@ class OpDef:
         # choice that does not change the op's meaning (e.g. the convolution algorithm),
         # fixed when a job is compiled, so it is not part of the traced node's attrs.
         self.compile_options = dict(compile_options or {})
+
+    def kernel_for(self, backend: str) -> Callable[[Callable], Callable]:
+        """Decorator: ``backend``'s own kernel for this op (same signature as forward)."""
+        def wrap(kernel: Callable) -> Callable:
+            self.kernels[backend] = kernel
+            return kernel
+        return wrap
+
+    def kernel(self, backend: str) -> Callable:
+        """The kernel this op runs on ``backend``; raises :class:`MissingKernelError`."""
+        kernel = self.kernels.get(backend)
+        if kernel is not None:
+            return kernel
+        if self.generic:
+            return self.forward
+        raise MissingKernelError(
+            f"op {self.name!r} has no kernel for the {backend!r} backend (it has: "
+            f"{', '.join(sorted(self.kernels))}); place the job on another device")
+
+    def has_kernel(self, backend: str) -> bool:
+        return self.generic or backend in self.kernels
 
     def grad(self, rule: Callable) -> Callable:
         """Decorator: attach the gradient rule."""
@@ -66,7 +101,8 @@ class OpDef:
 def register(name: str, infer: Callable, *, side_effect: bool = False,
              differentiable: bool = True, writes_out: bool = False,
              splits_batch: bool = False,
-             compile_options: dict[str, str] | None = None) -> Callable[[Callable], OpDef]:
+             compile_options: dict[str, str] | None = None,
+             backends: tuple[str, ...] | None = None) -> Callable[[Callable], OpDef]:
     """Decorator over a forward kernel: ``@register("relu", infer=same_shape)``."""
 
     def wrap(forward: Callable) -> OpDef:
@@ -74,7 +110,8 @@ def register(name: str, infer: Callable, *, side_effect: bool = False,
             raise ValueError(f"op {name!r} is registered twice")
         op = OpDef(name, infer, forward, side_effect=side_effect,
                    differentiable=differentiable, writes_out=writes_out,
-                   splits_batch=splits_batch, compile_options=compile_options)
+                   splits_batch=splits_batch, compile_options=compile_options,
+                   backends=backends)
         REGISTRY[name] = op
         return op
 

@@ -6,6 +6,8 @@ value from before the step (as in OneFlow and PyTorch).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from .registry import register
 
@@ -95,8 +97,11 @@ def _infer_lr(step, *, schedule):
 
 @register("learning_rate", infer=_infer_lr, differentiable=False)
 def learning_rate(ctx, step, *, schedule):
-    # float64, so float64 variables get the exact rate; updates cast it to their dtype.
-    return ctx.xp.asarray(schedule.lr(int(step)), dtype="float64")
+    # On the host on every backend: ``step`` is the job's step counter, a host variable
+    # (VariableRecord.on_host), so the schedule never reads a device value; the update
+    # kernels take the rate as a host scalar. float64, so float64 variables get the exact
+    # rate; updates cast it to their dtype.
+    return np.asarray(schedule.lr(int(step)), dtype=np.float64)
 
 
 @_update("assign_moving_average")

@@ -222,7 +222,8 @@ def test_large_matmuls_split_under_a_held_blas(two_workers, monkeypatch):
     from aioflow.ops.linalg import matmul_op
     from aioflow.session import default_session
     flow.clear_default_session()
-    ctx = default_session().context
+    from aioflow import backends
+    ctx = default_session().context_for(backends.named("numpy"))
     rng = np.random.default_rng(3)
     a = rng.standard_normal((100, 400)).astype(np.float32)
     b = rng.standard_normal((300, 400)).astype(np.float32)

@@ -97,14 +97,16 @@ def _checking(kernel, node):
         if node.op.side_effect:
             return kernel(ctx, *args, **attrs)
         out = attrs.get("out")
-        saved = [np.array(a, copy=True) for a in args]
+        # Device arrays (CuPy, the strict backend) come to the host through the backend:
+        # this check reads them, the kernel under test must not.
+        host = [_host(ctx, a) for a in args]
         produced = kernel(ctx, *args, **attrs)
         if out is not None:
             assert produced is out, f"op {node.op.name}: given out=, returned another array"
-        for i, (arg, old) in enumerate(zip(args, saved)):
-            if out is not None and np.shares_memory(arg, out):
+        for i, (arg, old) in enumerate(zip(args, host)):
+            if out is not None and _shares_memory(ctx, arg, out):
                 continue  # the plan's in-place reuse of a dead input
-            assert np.array_equal(arg, old, equal_nan=arg.dtype.kind == "f"), (
+            assert np.array_equal(_host(ctx, arg), old, equal_nan=arg.dtype.kind == "f"), (
                 f"op {node.op.name} ({node.name}) modified its input {i} in place")
         if not node.outputs:
             return produced
@@ -113,7 +115,11 @@ def _checking(kernel, node):
             f"op {node.op.name}: kernel returned {len(values)} outputs, its shape rule "
             f"declared {len(node.outputs)}")
         for i, (value, blob) in enumerate(zip(values, node.outputs)):
-            value = np.asarray(value)
+            assert (isinstance(value, np.ndarray) or ctx.backend.owns(value)
+                    or (ctx.backend.name == "numpy" and isinstance(value, np.generic))), (
+                f"op {node.op.name} ({node.name}) output {i}: the kernel returned a "
+                f"{type(value).__name__}, not an array of the {ctx.backend.name} backend")
+            value = _host(ctx, value)
             assert value.shape == blob.shape and value.dtype == blob.dtype.numpy, (
                 f"op {node.op.name} ({node.name}) output {i}: the kernel produced "
                 f"{value.dtype}{list(value.shape)}, the shape rule declared "
@@ -121,6 +127,17 @@ def _checking(kernel, node):
         return produced
 
     return checked
+
+
+def _host(ctx, array) -> np.ndarray:
+    """A numpy copy of a kernel's input or output, wherever it lives."""
+    return array.copy() if isinstance(array, np.ndarray) else ctx.backend.to_host(array)
+
+
+def _shares_memory(ctx, a, b) -> bool:
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
+        return False    # a host value (learning rate, step counter) and a device array
+    return bool(ctx.xp.shares_memory(a, b))
 
 
 def instrument(job):

@@ -14,7 +14,10 @@ def make_train(form=tp.Numpy, lr=0.1):
               y: tp.Numpy.Placeholder((4,), dtype=flow.int32)):
         logits = flow.layers.dense(x, 5, name="fc",
                                    kernel_initializer=flow.constant_initializer(0.1))
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        # Through identity: labels computed in the job are range-checked inside the step
+        # (on the CPU), which is the step error these tests raise on purpose; labels
+        # straight from a placeholder are refused when the job is called instead.
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(flow.identity(y), logits)
         flow.optimizer.SGD(lr, momentum=0).minimize(loss)
         return loss
     train.__annotations__["return"] = form

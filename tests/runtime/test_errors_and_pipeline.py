@@ -40,6 +40,25 @@ def test_step_error_reaches_blocking_caller_and_changes_nothing():
     train(X, Y)  # the job keeps working
 
 
+def test_labels_from_a_placeholder_are_refused_at_the_call_naming_the_argument():
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 3)),
+              labels: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        logits = flow.layers.dense(x, 5, name="fc")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(0.1, momentum=0).minimize(loss)
+        return loss
+
+    train(X, Y)
+    before = flow.get_all_variables()
+    with pytest.raises(ValueError, match=r"argument 'labels'.*labels must lie in \[0, 5\), "
+                                         r"got values from -1 to 3"):
+        train(X, np.array([0, 1, -1, 3], np.int32))
+    after = flow.get_all_variables()
+    assert all(np.array_equal(before[k], after[k]) for k in before)   # no step ran
+    train(X, Y)
+
+
 async def test_step_error_reaches_awaiting_caller():
     train = make_train()
     with pytest.raises(ValueError, match="labels must lie"):
@@ -234,7 +253,7 @@ def test_legacy_get_error_is_raised_once_not_again_at_sync():
     @flow.global_function(type="predict")
     def job(x=flow.FixedTensorDef((4,), dtype=flow.int32)):
         return flow.nn.sparse_softmax_cross_entropy_with_logits(
-            x, flow.constant(np.zeros((4, 3), np.float32)))
+            flow.identity(x), flow.constant(np.zeros((4, 3), np.float32)))
 
     with pytest.raises(ValueError, match="labels must lie"):
         job(np.array([0, 1, 2, 7], np.int32)).get()

@@ -1,0 +1,64 @@
+"""What every backend offers: the one small interface between aioflow and an array library.
+
+A backend is where a compiled job's arrays live and its kernels run. The compiler asks it
+for nothing but a name (to pick each op's kernel from the registry); a step asks it for
+its array module ``xp``, its random generators and its :attr:`device` (the stage / launch
+/ fetch / event contract of :mod:`aioflow.runtime.device`); variables and optimizer state
+are placed on it with :meth:`to_device` and come back to the host with :meth:`to_host`
+(checkpoints, ``get_all_variables``, ``watch``).
+
+The host side of aioflow (arguments, checkpoints, initializers) is numpy everywhere, so a
+checkpoint saved from one backend loads bit-exactly in any other.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend asked for cannot run on this machine (no CuPy, no CUDA device)."""
+
+
+class Backend:
+    """Base class. Subclasses set :attr:`name`, :attr:`device_tag`, :attr:`xp` and
+    :attr:`device` and override the transfers where the arrays are not numpy's."""
+
+    name: str = "?"            # the key of kernels in the op registry ("numpy", "cupy", ...)
+    device_tag: str = "cpu"    # OneFlow's device tag this backend serves ("cpu" or "gpu")
+    xp: Any = np               # the array module kernels are written against
+    device: Any = None         # runtime.device interface: stage, launch, fetch
+    # Kernels may split their batch over CPU worker threads (kernels/parallel.py): only
+    # where the arrays are host memory and the BLAS is a CPU library.
+    splits_on_host_threads: bool = False
+
+    def to_device(self, host_array: np.ndarray):
+        """A device copy of a host (numpy) array."""
+        return self.xp.array(host_array, copy=True)
+
+    def to_host(self, array) -> np.ndarray:
+        """A host (numpy) copy of a device array of this backend."""
+        return np.array(array, copy=True)
+
+    def assign(self, target, host_array: np.ndarray) -> None:
+        """Overwrite the device array ``target`` with a host array of its shape."""
+        target[...] = self.to_device(np.asarray(host_array, dtype=target.dtype))
+
+    def owns(self, array) -> bool:
+        """Whether ``array`` lives on this backend (so a variable need not move)."""
+        return isinstance(array, np.ndarray)
+
+    def random_generator(self, seed):
+        """A generator of random bits on the device (``random(shape, dtype=)``)."""
+        return np.random.default_rng(seed)
+
+    def synchronize(self) -> None:
+        """Wait until all work issued on this backend has finished."""
+
+    def memory_in_use(self) -> int:
+        """Bytes the backend's memory pool holds for live arrays (0 where not tracked)."""
+        return 0
+
+    def __repr__(self) -> str:
+        return f"<aioflow backend {self.name} ({self.device_tag})>"

@@ -1,0 +1,49 @@
+"""One lifecycle from a traced graph to a plan: ``compile(graph, options, backend)``.
+
+The traced graph holds the user's forward ops and, for a train job, its training target.
+Compiling it for a backend runs, in order:
+
+1. forward rewrites (``options["fusion"]``), each only where the backend has a kernel for
+   the ops it produces (the fused convolution + pooling is a CPU kernel);
+2. for train jobs, the gradient and update ops (autodiff works on the rewritten forward
+   graph, so the backward pass is derived from the cheaper forward);
+3. dead-code elimination, side effects last, :func:`verify`;
+4. a kernel for every op on the backend (else :class:`MissingKernelError`, naming both);
+5. the plan (:func:`build_plan`): flat instructions over preallocated buffers.
+
+Options: ``fusion``, ``memory_plan``, ``kernel_threading`` and the ops' compile options
+(``conv_algorithm``); missing ones take their defaults.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import Graph, tracing
+from .fusion import fuse_conv_max_pool, pool_before_bias_relu
+from .passes import eliminate_dead_code, schedule_side_effects_last, verify
+from .plan import Plan, build_plan
+
+DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "auto",
+                   "conv_algorithm": "auto"}
+
+
+def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A001
+    """Rewrite, differentiate, verify and plan ``graph`` for ``backend`` (in place)."""
+    from ..ops import REGISTRY
+    options = {**DEFAULT_OPTIONS, **options}
+    with tracing(graph):
+        if options["fusion"]:
+            pool_before_bias_relu(graph)
+            if REGISTRY["conv2d_max_pool2d"].has_kernel(backend.name):
+                fuse_conv_max_pool(graph)
+        if graph.job_type == "train":
+            from ..optimizer import build_training
+            build_training(graph)
+    eliminate_dead_code(graph)
+    schedule_side_effects_last(graph)
+    verify(graph)
+    for node in graph.nodes:
+        node.op.kernel(backend.name)   # raises MissingKernelError naming op and backend
+    return build_plan(graph, memory_plan=options["memory_plan"],
+                      kernel_threading=options["kernel_threading"],
+                      options=options, backend=backend)

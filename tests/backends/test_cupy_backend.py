@@ -1,0 +1,134 @@
+"""The CuPy backend on a real GPU, against the numpy backend (skipped without a GPU)."""
+import numpy as np
+import pytest
+
+import aioflow as flow
+import aioflow.typing as tp
+from aioflow import backends
+from aioflow.session import default_session
+
+from .models import batches, train_losses
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def _initial_lenet_variables():
+    """The variables of a freshly initialized LeNet (host arrays)."""
+    _, variables, _ = train_losses("numpy", "sgd", [])
+    return variables
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_thirty_lenet_steps_track_the_cpu_run(optimizer):
+    data = batches(30)
+    initial = _initial_lenet_variables()
+    cpu, cpu_vars, _ = train_losses("numpy", optimizer, data, initial)
+    gpu, gpu_vars, _ = train_losses("cupy", optimizer, data, initial)
+    assert cpu[-1] < cpu[0]   # it trains
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-5)
+    for name in cpu_vars:
+        scale = max(float(np.abs(cpu_vars[name]).max()), 1e-3)
+        np.testing.assert_allclose(gpu_vars[name], cpu_vars[name], rtol=0, atol=1e-3 * scale,
+                                   err_msg=name)
+
+
+def test_gpu_placement_keeps_variables_on_the_device_and_returns_numpy():
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((8, 4)),
+              y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        with flow.scope.placement("gpu", "0:0"):
+            logits = flow.layers.dense(x, 3, name="fc")
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        flow.optimizer.Adam(1e-2).minimize(loss)
+        return loss
+
+    x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
+    y = np.arange(8, dtype=np.int32) % 3
+    loss = train(x, y)
+    assert type(loss) is np.ndarray and loss.shape == (8,)
+    session = default_session()
+    compiled = train.compiled_for(session)
+    assert compiled.backend.name == "cupy"
+    import cupy
+    records = session.variables
+    assert isinstance(records["fc-weight"].value, cupy.ndarray)
+    assert isinstance(records["fc-weight-m"].value, cupy.ndarray)   # optimizer state too
+    step = [r for n, r in records.items() if "TrainStep" in n][0]
+    assert isinstance(step.value, np.ndarray)   # the step counter stays on the host
+    for _ in range(3):
+        train(x, y)
+    assert int(flow.get_all_variables()[step.name]) == 4
+
+
+def test_a_checkpoint_moves_between_gpu_and_cpu_bit_exactly(tmp_path):
+    data = batches(3)
+    _, gpu_vars, _ = train_losses("cupy", "adam", data)
+    flow.checkpoint.save(tmp_path / "from_gpu")
+    with backends.use("numpy"):
+        from .models import lenet_jobs
+        train, _ = lenet_jobs("adam")
+        flow.checkpoint.CheckPoint().load(tmp_path / "from_gpu")
+        loaded = flow.get_all_variables()
+        for name, value in gpu_vars.items():
+            assert loaded[name].tobytes() == value.tobytes(), name
+        train(*data[0])
+        cpu_vars = flow.get_all_variables()
+        flow.checkpoint.save(tmp_path / "from_cpu")
+    with backends.use("cupy"):
+        lenet_jobs("adam")
+        flow.checkpoint.CheckPoint().load(tmp_path / "from_cpu")
+        back = flow.get_all_variables()
+    for name, value in cpu_vars.items():
+        assert back[name].tobytes() == value.tobytes(), name
+
+
+def test_a_cpu_job_and_a_gpu_job_share_variables():
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        with flow.scope.placement("gpu", "0:0"):
+            w = flow.get_variable("w", shape=(2, 1), initializer=flow.ones_initializer())
+            loss = flow.math.reduce_sum(flow.matmul(x, w))
+        flow.optimizer.SGD(0.5, momentum=0).minimize(loss)
+        return loss
+
+    @flow.global_function(type="predict")
+    def evaluate(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0"):
+            w = flow.get_variable("w", shape=(2, 1), initializer=flow.ones_initializer())
+            return flow.matmul(x, w)
+
+    x = np.ones((4, 2), np.float32)
+    train(x)   # w -= 0.5 * 4 on the GPU: -1
+    np.testing.assert_array_equal(evaluate(x), np.full((4, 1), -2.0, np.float32))
+    train(x)   # back on the GPU: -3
+    np.testing.assert_array_equal(evaluate(x), np.full((4, 1), -6.0, np.float32))
+
+
+def test_the_environment_variable_puts_unplaced_jobs_on_the_gpu(monkeypatch):
+    monkeypatch.setenv("AIOFLOW_DEVICE", "gpu")
+
+    @flow.global_function(type="predict")
+    def double(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
+        return x * 2
+
+    np.testing.assert_array_equal(double(np.arange(3, dtype=np.float32)), [0, 2, 4])
+    assert double.compiled_for(default_session()).backend.name == "cupy"
+
+
+async def test_awaited_and_callback_steps_on_the_gpu_match_blocking_ones():
+    data = batches(4)
+    initial = _initial_lenet_variables()
+    blocking, _, _ = train_losses("cupy", "sgd", data, initial)
+    with backends.use("cupy"):
+        from .models import lenet_jobs
+        train, _ = lenet_jobs("sgd")
+        flow.load_variables(initial)
+        awaited = [float((await train(x, y)).mean()) for x, y in data]
+    assert awaited == blocking
