@@ -53,11 +53,15 @@ _TCONV_MIN_CHANNELS = 8
 # ----------------------------------------------------------------------------- helpers
 
 def _array_module(a):
-    """numpy, or cupy for a cupy array (only what both share is used below)."""
-    if type(a).__module__.split(".")[0] == "cupy":  # pragma: no cover - no GPU in tests
+    """The array module of ``a``'s backend: numpy, cupy, or the strict test backend's
+    (only what they share is used below)."""
+    if isinstance(a, np.ndarray):
+        return np
+    if type(a).__module__.split(".")[0] == "cupy":
         import cupy
         return cupy
-    return np
+    namespace = getattr(a, "__array_namespace__", None)
+    return namespace() if namespace is not None else np
 
 
 def _pair(v, name):
