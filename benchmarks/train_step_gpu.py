@@ -9,7 +9,6 @@ framework waits for its device before the clock stops), cases interleaved round 
 round; prints the median ms per step, the range over rounds, and the host CPU time per
 step (what the Python side spent: process CPU time over wall time of the same steps).
 """
-from __future__ import annotations
 
 import argparse
 import statistics

@@ -144,7 +144,7 @@ class CupyBackend(Backend):
         if isinstance(target, np.ndarray):
             target[...] = host_array
             return
-        host = np.ascontiguousarray(host_array, dtype=target.dtype)
+        host = np.array(host_array, dtype=target.dtype, order="C")   # 0-d stays 0-d
         target.set(host, stream=self.stream)
         self.stream.synchronize()
 

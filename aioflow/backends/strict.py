@@ -176,11 +176,26 @@ class _Namespace(types.SimpleNamespace):
         if isinstance(attr, np.ufunc):
             return _Ufunc(attr)
         if callable(attr) and not isinstance(attr, type):
-            return lambda *args, **kwargs: _call(attr, args, kwargs)
+            if name in _TRANSFERS:
+                return lambda *args, **kwargs: _call(attr, args, kwargs)
+            return lambda *args, **kwargs: _call_device_only(attr, name, args, kwargs)
         return attr
 
     def __repr__(self) -> str:
         return f"<strict {self._target!r}>"
+
+
+_TRANSFERS = {"asarray", "array"}   # the module functions CuPy lets take a numpy array
+
+
+def _call_device_only(fn, name, args, kwargs):
+    """As CuPy's functions: numpy arrays (but 0-d ones, taken as scalars) are refused."""
+    for value in (*args, *kwargs.values()):
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, np.ndarray) and v.ndim for v in values):
+            raise TypeError(f"xp.{name}: a non-scalar numpy array given to a device function "
+                            "(strict backend, as CuPy): move it with xp.asarray first")
+    return _call(fn, args, kwargs)
 
 
 class _Ufunc:

@@ -81,7 +81,10 @@ def _chunks(n, per_sample_bytes):
 
 def _each_chunk(xp, chunks, fn):
     """``fn(slice)`` for every batch chunk; chunks write disjoint batch rows, so on numpy
-    they run on the parallel workers."""
+    they run on the parallel workers. On a device the whole batch is one chunk: there the
+    cost is per launch, and caches do not come into it."""
+    if xp is not np and chunks:
+        chunks = [slice(chunks[0].start, chunks[-1].stop)]
     parallel.map_shares(xp, lambda share: [fn(sl) for sl in share], chunks)
 
 

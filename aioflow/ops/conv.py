@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..kernels import conv as conv_kernels
+from ..kernels import conv_gemm
 from ..kernels import conv_pool as conv_pool_kernels
 from ..kernels import pool as pool_kernels
 from .registry import register, require_float
@@ -55,6 +56,21 @@ def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, gro
                            algorithm="auto"):
     return conv_kernels.conv2d_backward_filter(dy, x, w_shape, strides, pads, dilations,
                                                groups, algorithm=algorithm)
+
+
+# The device backends' own kernels: whole-batch im2col + one batched GEMM per pass
+# (kernels/conv_gemm.py), a few launches each instead of the CPU kernels' many small ones.
+_DEVICE_BACKENDS = ("cupy", "strict")
+for _backend in _DEVICE_BACKENDS:
+    conv2d_op.kernel_for(_backend)(
+        lambda ctx, x, w, *, strides, pads, dilations, groups, algorithm="auto":
+        conv_gemm.forward(x, w, strides, pads, dilations, groups))
+    conv2d_backward_data.kernel_for(_backend)(
+        lambda ctx, dy, w, *, x_shape, strides, pads, dilations, groups, algorithm="auto":
+        conv_gemm.backward_data(dy, w, x_shape, strides, pads, dilations, groups))
+    conv2d_backward_filter.kernel_for(_backend)(
+        lambda ctx, dy, x, *, w_shape, strides, pads, dilations, groups, algorithm="auto":
+        conv_gemm.backward_filter(dy, x, w_shape, strides, pads, dilations, groups))
 
 
 def conv_geometry(node):

@@ -19,7 +19,10 @@ def _infer_constant(*, value, shape, dtype):
 @register("constant", infer=_infer_constant, differentiable=False)
 def constant(ctx, *, value, shape, dtype):
     # Materialised once per plan by the compiler's constant folding; a fresh array here.
-    return ctx.xp.full(shape, value, dtype=dtypes.as_numpy(dtype))
+    np_dtype = dtypes.as_numpy(dtype)
+    if isinstance(value, np.ndarray) and value.ndim:   # an array constant: to the device
+        return ctx.xp.asarray(np.array(np.broadcast_to(value, shape), dtype=np_dtype))
+    return ctx.xp.full(shape, value, dtype=np_dtype)
 
 
 def scalar_like(value, like: Blob) -> Blob:
