@@ -12,6 +12,7 @@ from __future__ import annotations
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
              "pipeline_depth": 2, "fusion": True, "memory_plan": True,
              "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True}
+_watchers: dict[str, list] = {}
 
 
 __all__ = [
@@ -50,12 +51,26 @@ def machine_num(n: int) -> None:
         raise ValueError(f"flow.config.machine_num: aioflow runs on one machine, got {n!r}")
 
 
+def on_change(name: str, callback) -> None:
+    """Call ``callback(value)`` whenever the setting ``name`` is set (for the modules that
+    act on a setting at once: the session's pipeline depth, the allocator thresholds).
+    Settings flow one way: this module imports no other part of aioflow at load."""
+    _watchers.setdefault(name, []).append(callback)
+
+
+def _set(name: str, value) -> None:
+    _settings[name] = value
+    for callback in _watchers.get(name, ()):
+        callback(value)
+
+
 def pipeline_depth(depth: int) -> None:
     """How many steps may be admitted and unfinished at once (default 2); a caller that
-    submits more waits (blocking) or suspends (await) until a step finishes."""
-    from .session import default_session
-    default_session().set_pipeline_depth(depth)  # validates
-    _settings["pipeline_depth"] = depth  # and sessions created later use it too
+    submits more waits (blocking) or suspends (await) until a step finishes. Applies to
+    the running session at once and to sessions created later."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"pipeline depth: expected a positive int, got {depth!r}")
+    _set("pipeline_depth", depth)
 
 
 def enable_fusion(flag: bool = True) -> None:
@@ -134,10 +149,7 @@ def tune_malloc(flag: bool = True) -> None:
     False
     >>> tune_malloc(True)
     """
-    _settings["tune_malloc"] = bool(flag)
-    if not flag:
-        from .runtime import malloc
-        malloc.restore()
+    _set("tune_malloc", bool(flag))   # runtime/malloc.py restores glibc's values on False
 
 
 def enable_debug_mode(flag: bool = True) -> None:

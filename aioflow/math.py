@@ -11,6 +11,7 @@ Binary functions broadcast like numpy and accept Python numbers on either side.
 """
 from __future__ import annotations
 
+from .ir.blob import bind_operators
 from .ops import elementwise as _ew
 from .ops import reduce as _red
 
@@ -107,6 +108,11 @@ tanh = _unary(_ew.tanh, "tanh")
 sigmoid = _unary(_ew.sigmoid, "sigmoid")
 softplus = _unary(_ew.softplus, "softplus")
 relu = _unary(_ew.relu, "relu")
+
+# Python's operators on Blobs (``a + b``, ``-a``, ``a < b``) build these ops.
+bind_operators(add=add, subtract=subtract, multiply=multiply, divide=divide, pow=pow,
+               negative=negative, abs=abs, equal=equal, not_equal=not_equal, less=less,
+               less_equal=less_equal, greater=greater, greater_equal=greater_equal)
 
 
 def reciprocal(x, name=None):

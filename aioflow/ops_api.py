@@ -13,8 +13,9 @@ import builtins
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, math
 from .ir import Blob, current_graph
+from .ir.blob import bind_operators
 from .ops import elementwise as _ew
 from .ops import linalg as _linalg
 from .ops import shape as _shape
@@ -180,10 +181,12 @@ def where(condition, x=None, y=None, name=None):
 
 
 def clip_by_value(values, min_value=None, max_value=None, name=None):
-    from . import math
     out = values
     if min_value is not None:
         out = math.maximum(out, min_value)
     if max_value is not None:
         out = math.minimum(out, max_value)
     return out
+
+
+bind_operators(matmul=matmul, getitem=getitem)   # ``a @ b`` and ``a[key]`` on Blobs

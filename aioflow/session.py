@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from . import backends, dtypes
+from . import backends, config, dtypes
 from .runtime.pipeline import Pipeline
 from .runtime.results import blocking_entry
 from .variables import VariableRecord
@@ -60,7 +60,6 @@ class Session:
         self.placement_version = 0
         self.pending_errors: list[BaseException] = []
         self._pipeline = None
-        from . import config
         self._pipeline_depth = config.get("pipeline_depth")
 
     def context_for(self, backend: backends.Backend) -> ExecContext:
@@ -205,6 +204,9 @@ def clear_default_session() -> None:
             old.sync()
         finally:
             old.close()
+
+
+config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
 
 
 @atexit.register

@@ -69,76 +69,86 @@ class Blob:
 
     __hash__ = object.__hash__
 
-    # -- operators (build ops through the math module) ------------------------------------
-    def _math(self):
-        from .. import math as flow_math
-        return flow_math
+    # -- operators: each builds an op through the function bound for it -------------------
+    # ``aioflow.math`` and ``aioflow.ops_api`` bind them when imported (:func:`bind_operators`),
+    # so this module needs nothing above ``ir``: no import cycle, and no import per call.
+    _operators: dict = {}
+
+    def _op(self, name):
+        try:
+            return Blob._operators[name]
+        except KeyError:
+            raise TypeError(f"Blob operator {name!r} is not available: import aioflow "
+                            "first") from None
 
     def __add__(self, other):
-        return self._math().add(self, other)
+        return self._op("add")(self, other)
 
     def __radd__(self, other):
-        return self._math().add(other, self)
+        return self._op("add")(other, self)
 
     def __sub__(self, other):
-        return self._math().subtract(self, other)
+        return self._op("subtract")(self, other)
 
     def __rsub__(self, other):
-        return self._math().subtract(other, self)
+        return self._op("subtract")(other, self)
 
     def __mul__(self, other):
-        return self._math().multiply(self, other)
+        return self._op("multiply")(self, other)
 
     def __rmul__(self, other):
-        return self._math().multiply(other, self)
+        return self._op("multiply")(other, self)
 
     def __truediv__(self, other):
-        return self._math().divide(self, other)
+        return self._op("divide")(self, other)
 
     def __rtruediv__(self, other):
-        return self._math().divide(other, self)
+        return self._op("divide")(other, self)
 
     def __pow__(self, other):
-        return self._math().pow(self, other)
+        return self._op("pow")(self, other)
 
     def __rpow__(self, other):
-        return self._math().pow(other, self)
+        return self._op("pow")(other, self)
 
     def __matmul__(self, other):
-        from .. import ops_api
-        return ops_api.matmul(self, other)
+        return self._op("matmul")(self, other)
 
     def __rmatmul__(self, other):
-        from .. import ops_api
-        return ops_api.matmul(other, self)
+        return self._op("matmul")(other, self)
 
     def __neg__(self):
-        return self._math().negative(self)
+        return self._op("negative")(self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return self._math().abs(self)
+        return self._op("abs")(self)
 
     def __eq__(self, other):  # noqa: D105 - elementwise, as in numpy
-        return self._math().equal(self, other)
+        return self._op("equal")(self, other)
 
     def __ne__(self, other):
-        return self._math().not_equal(self, other)
+        return self._op("not_equal")(self, other)
 
     def __lt__(self, other):
-        return self._math().less(self, other)
+        return self._op("less")(self, other)
 
     def __le__(self, other):
-        return self._math().less_equal(self, other)
+        return self._op("less_equal")(self, other)
 
     def __gt__(self, other):
-        return self._math().greater(self, other)
+        return self._op("greater")(self, other)
 
     def __ge__(self, other):
-        return self._math().greater_equal(self, other)
+        return self._op("greater_equal")(self, other)
 
     def __getitem__(self, key):
-        from .. import ops_api
-        return ops_api.getitem(self, key)
+        return self._op("getitem")(self, key)
+
+
+def bind_operators(**functions) -> None:
+    """Make Blob's Python operators build ops through ``functions`` (by operator name:
+    ``add``, ``subtract``, ..., ``matmul``, ``getitem``)."""
+    Blob._operators.update(functions)

@@ -5,7 +5,8 @@ kernels' habits (batch chunks that fit a cache, one small GEMM per kernel row) t
 LeNet step into hundreds of launches. Here each pass is a handful of launches over the
 whole batch: the strided window view copied once (im2col), one batched matrix product
 (cuBLAS on CuPy), and for the input gradient ``kh * kw`` strided adds (col2im). Written
-against ``xp`` only, so the strict test backend runs these very kernels in CI.
+against ``xp`` only; ``tests/kernels/test_conv_gemm.py`` checks them on numpy arrays
+against the CPU kernels (numpy itself runs these broadcast batched products slowly).
 
 Layouts: ``col[n, g, (c, i, j), (oh, ow)]`` with ``c`` a channel of group ``g``; weights
 ``w[g, o, (c, i, j)]``.

@@ -58,10 +58,12 @@ def conv2d_backward_filter(ctx, dy, x, *, w_shape, strides, pads, dilations, gro
                                                groups, algorithm=algorithm)
 
 
-# The device backends' own kernels: whole-batch im2col + one batched GEMM per pass
+# The GPU's own kernels: whole-batch im2col + one batched GEMM per pass
 # (kernels/conv_gemm.py), a few launches each instead of the CPU kernels' many small ones.
-_DEVICE_BACKENDS = ("cupy", "strict")
-for _backend in _DEVICE_BACKENDS:
+# (Not the strict backend's: numpy runs these broadcast batched products 5-20x slower than
+# the CPU kernels, which the strict backend runs instead; tests/kernels/test_conv_gemm.py
+# checks them against the CPU kernels on numpy arrays.)
+for _backend in ("cupy",):
     conv2d_op.kernel_for(_backend)(
         lambda ctx, x, w, *, strides, pads, dilations, groups, algorithm="auto":
         conv_gemm.forward(x, w, strides, pads, dilations, groups))

@@ -26,6 +26,8 @@ import os
 import platform
 import threading
 
+from .. import config
+
 __all__ = ["tune", "restore", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
 
 # glibc's mallopt parameter numbers (malloc.h)
@@ -51,7 +53,6 @@ def tune() -> bool:
     >>> isinstance(tune(), bool)
     True
     """
-    from .. import config
     if not config.get("tune_malloc"):
         return _state["applied"]
     with _lock:
@@ -87,3 +88,6 @@ def _mallopt(mmap_threshold: int, trim_threshold: int) -> bool:
     # mallopt returns 1 on success
     return (mallopt(_M_MMAP_THRESHOLD, mmap_threshold) == 1
             and mallopt(_M_TRIM_THRESHOLD, trim_threshold) == 1)
+
+
+config.on_change("tune_malloc", lambda on: None if on else restore())
