@@ -1,5 +1,6 @@
 """Errors, callbacks that fail, deadlock refusal, backpressure, cancellation, exit."""
 import asyncio
+import signal
 import subprocess
 import sys
 import textwrap
@@ -200,9 +201,20 @@ def test_exit_drains_in_flight_steps_and_runs_callbacks(tmp_path):
         f"delivered {i}" for i in range(5)]
 
 
+@pytest.fixture
+def sigint_as_in_a_terminal():
+    """Python's own Ctrl-C handler, as in a program started from a terminal, whatever this
+    test run inherited: one started as a background job of a script (``pytest &``)
+    ignores SIGINT, and so would the processes these tests start."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("form", ["tp.Callback[tp.Numpy]", "tp.Numpy"],
                          ids=["callback (compute thread)", "blocking (inline when idle)"])
-def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable(form):
+def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable(form,
+                                                                    sigint_as_in_a_terminal):
     call = "train(x)(lambda loss: None)" if "Callback" in form else "train(x)"
     script = textwrap.dedent("""
         import sys, numpy as np, aioflow as flow, aioflow.typing as tp
@@ -234,11 +246,16 @@ def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable(form):
     """).replace("FORM", form).replace("CALL", call)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
-    proc.send_signal(__import__("signal").SIGINT)
-    start = time.perf_counter()
-    out, err = proc.communicate(timeout=30)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        start = time.perf_counter()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:     # never leave a training loop running after a failure
+            proc.kill()
+            proc.communicate()
     assert time.perf_counter() - start < 5, "did not stop promptly"
     assert proc.returncode == 0, err
     assert "interrupted; finite: True whole: True" in out
@@ -324,8 +341,8 @@ def test_a_blocking_call_queues_behind_a_step_in_flight_and_sees_its_update():
     assert seen == ["slow", "train"]
 
 
-def test_ctrl_c_during_an_inline_step_is_raised_after_its_updates(monkeypatch):
-    import signal
+def test_ctrl_c_during_an_inline_step_is_raised_after_its_updates(monkeypatch,
+                                                                  sigint_as_in_a_terminal):
     train = make_train()
     train(X, Y)
     from aioflow.session import default_session
