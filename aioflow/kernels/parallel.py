@@ -22,6 +22,7 @@ everything runs serially.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -38,6 +39,31 @@ _lock = threading.Lock()           # held while a region uses the pool
 _state: dict = {"enabled": True, "workers": None, "pool": None, "blas": None,
                 "held": 0, "saved": None}
 _hold_lock = threading.Lock()      # guards "held"/"saved" (one count for all threads)
+
+
+def _set_blas_threads(counts: "int | list[int]") -> None:
+    """Set every loaded BLAS to ``counts`` threads (one count for all, or one per library
+    as read before), from whichever thread calls.
+
+    Why not threadpoolctl alone: OpenBLAS ignores its process-wide ``set_num_threads``
+    when called from a thread other than the main one once the main thread has set a
+    count itself (threadpoolctl does; so may the user), and aioflow's steps run on its
+    compute thread. The step's hold was then given up there, and a LeNet train step
+    awaited or delivered to a callback ran 1.2-1.4x slower than the same step inline on
+    the main thread (issue 11). OpenBLAS >= 0.3.27's ``openblas_set_num_threads_local``
+    takes effect from any thread (in numpy's OpenBLAS 0.3.31 it changes the count the
+    whole process uses, as measured: the main thread's products drop to one core)."""
+    controllers = _blas_controller().lib_controllers
+    if isinstance(counts, int):
+        counts = [counts] * len(controllers)
+    for controller, count in zip(controllers, counts):
+        controller.set_num_threads(count)
+        if controller.num_threads != count:
+            setter = getattr(getattr(controller, "dynlib", None),
+                             "openblas_set_num_threads_local", None)
+            if setter is not None:
+                setter.argtypes = (ctypes.c_int,)
+                setter(count)
 
 
 def _blas_controller():
@@ -106,14 +132,11 @@ class single_blas_thread:
             if _state["held"] == 0:
                 controllers = _blas_controller().lib_controllers
                 saved = [c.num_threads for c in controllers]
-                for c in controllers:
-                    c.set_num_threads(1)
+                _set_blas_threads(1)
                 if any(c.num_threads != 1 for c in controllers):
-                    # OpenBLAS 0.3.31 ignores a set from a thread other than the main
-                    # one once the main thread has set a count itself: then splitting
-                    # would oversubscribe the cores, so the kernels run unsplit.
-                    for c, n in zip(controllers, saved):
-                        c.set_num_threads(n)
+                    # A BLAS that keeps its count whatever it is told: splitting would
+                    # oversubscribe the cores, so the kernels run unsplit.
+                    _set_blas_threads(saved)
                     self.active = False
                     return self
                 _state["saved"] = saved
@@ -127,8 +150,7 @@ class single_blas_thread:
         with _hold_lock:
             _state["held"] -= 1
             if _state["held"] == 0:
-                for c, n in zip(_blas_controller().lib_controllers, _state["saved"]):
-                    c.set_num_threads(n)
+                _set_blas_threads(_state["saved"])
 
 
 def blas_held() -> bool:
@@ -149,8 +171,7 @@ def run_parallel(tasks: Sequence[Callable[[], T]]) -> list[T]:
         held = blas_held()  # already one thread for the whole step: nothing to switch
         saved = [c.num_threads for c in blas.lib_controllers]
         if not held:
-            for c in blas.lib_controllers:
-                c.set_num_threads(1)
+            _set_blas_threads(1)
         try:
             pool = _state["pool"]
             if pool is None:
@@ -164,8 +185,7 @@ def run_parallel(tasks: Sequence[Callable[[], T]]) -> list[T]:
             return [f.result() for f in futures] + [last]
         finally:
             if not held:
-                for c, n in zip(blas.lib_controllers, saved):
-                    c.set_num_threads(n)
+                _set_blas_threads(saved)
     finally:
         _lock.release()
 

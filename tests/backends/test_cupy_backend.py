@@ -42,13 +42,15 @@ def test_thirty_lenet_steps_track_the_cpu_run(optimizer, exact_cpu_convolutions)
     initial = _initial_lenet_variables()
     cpu, _, _ = train_losses("numpy", optimizer, data, initial)
     gpu, _, _ = train_losses("cupy", optimizer, data, initial)
-    # Measured on an H100 (docs/backends.md): the first ten losses agree to 2.3e-5
-    # (the fused cross entropy sums its row in another order than numpy); after that each
+    # Measured on an H100 (docs/benchmarks.md): the first ten losses agree to 2.3e-5 with
+    # SGD and to 7.5e-5 with Adam against a 2-thread CPU BLAS (the fused cross entropy
+    # sums its row in another order than numpy; Adam's update magnifies rounding in
+    # weights whose gradients are near zero); after that each
     # step amplifies the float32 rounding of the one before (relu and max pooling switch
     # on it), and by step 30 runs differ by up to 4e-4 -- two GPU runs of the same job
     # differ from each other by as much (cuBLAS and CuPy's reductions do not sum in a
     # fixed order).
-    np.testing.assert_allclose(gpu[:10], cpu[:10], rtol=1e-4, atol=0)
+    np.testing.assert_allclose(gpu[:10], cpu[:10], rtol=2e-4, atol=0)
     np.testing.assert_allclose(gpu, cpu, rtol=1e-3, atol=0)
 
 

@@ -149,6 +149,40 @@ assert threads() == before, (threads(), before)
 print("ok")
 """
 
+_MAIN_SET_FIRST_SCRIPT = """
+import threading
+from aioflow.kernels import parallel
+parallel.workers = lambda: 2
+blas = parallel._blas_controller()
+for c in blas.lib_controllers:   # the main thread sets a count first, as numpy users do
+    c.set_num_threads(2)
+seen = {}
+
+def step():
+    with parallel.single_blas_thread() as hold:
+        seen["in"] = (hold.active, parallel.blas_held(),
+                      [c.num_threads for c in blas.lib_controllers])
+
+compute = threading.Thread(target=step)
+compute.start()
+compute.join(10)
+assert seen["in"] == (True, True, [1] * len(blas.lib_controllers)), seen
+assert [c.num_threads for c in blas.lib_controllers] == [2] * len(blas.lib_controllers)
+print("ok")
+"""
+
+
+def test_a_compute_thread_holds_the_blas_after_the_main_thread_set_a_count():
+    # The root of the compute thread's slower steps (issue 11): OpenBLAS ignores its
+    # process-wide set from a non-main thread then (parallel._set_blas_threads).
+    if _blas_threads() is None:
+        pytest.skip("threadpoolctl found no BLAS")
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _MAIN_SET_FIRST_SCRIPT],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
 
 def test_single_blas_thread_holds_one_thread_and_restores_nested_and_concurrent():
     # In a fresh process, as in a session: the holds come from two "compute threads",
