@@ -39,6 +39,10 @@ class Plan:
     constants: dict[int, Any] = field(default_factory=dict)
     buffers: list[tuple[tuple, Any]] = field(default_factory=list)  # (shape, aioflow dtype)
     split_kernels: bool = False  # hold the BLAS at one thread; kernels split their batch
+    # Bytes of every value a step produces or reads (placeholders, constants, variables,
+    # op outputs): a bound on the memory traffic of a step, known at compile time. The
+    # runtime runs an awaited step this small on the caller's event loop (runtime/calls).
+    bytes_touched: int = 0
     _bound: bool = False
 
     def _bind_buffers(self, ctx) -> None:
@@ -151,7 +155,14 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             release=tuple(sorted(set(release))),
             buffer=buffer_of_node[index],
         ))
+    from .. import dtypes
+    blobs = {b.id: b for b in graph.placeholders}
+    for node in graph.nodes:
+        blobs.update((b.id, b) for b in node.outputs)
+    bytes_touched = sum(math.prod(b.shape) * dtypes.as_numpy(b.dtype).itemsize
+                        for b in blobs.values())
     return Plan(
+        bytes_touched=bytes_touched,
         instructions=instructions,
         input_slots=input_slots,
         output_slots=tuple(slot(b.id) for b in graph.outputs),

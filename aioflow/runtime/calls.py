@@ -59,6 +59,12 @@ def _delivery(pipeline, loop, compiled, job_name):
 
 
 async def _await_value(pipeline, compiled, arrays, spec):
+    if compiled.fits_on_loop:
+        # A tiny step (CompiledJob.fits_on_loop) runs right here on the loop, in order:
+        # only when no other step is admitted or running (else it queues behind them).
+        outputs = pipeline.run_inline(compiled, arrays, on_loop=True)
+        if outputs is not NOT_RUN:
+            return None if spec.is_none else rebuild_result(compiled.template, outputs)
     await pipeline.admission.acquire_async()
     step = pipeline.new_step(compiled, arrays)
     pipeline.enqueue(step)

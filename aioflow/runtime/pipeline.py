@@ -28,6 +28,11 @@ import threading
 import time
 from concurrent.futures import Future
 
+try:
+    import _signal as _raw_signal   # signal's C half: handlers as installed, no enums
+except ImportError:  # pragma: no cover - other Pythons
+    _raw_signal = signal
+
 log = logging.getLogger("aioflow")
 
 DEFAULT_DEPTH = 2
@@ -183,7 +188,7 @@ class Pipeline:
         self._begin()
         self._compute_queue.put(step)
 
-    def run_inline(self, compiled, arrays):
+    def run_inline(self, compiled, arrays, on_loop: bool = False):
         """Run a blocking call's step in the calling thread if the pipeline is idle.
 
         Returns the step's outputs, or :data:`NOT_RUN` when another step is admitted or
@@ -192,11 +197,17 @@ class Pipeline:
         the queued path cost more than a small step itself (~80 us of a trivial job's
         ~110 us here). On the main thread Ctrl-C is held back until the step's updates
         are done, then raised, as with a step on the compute thread: variables are never
-        left half-updated.
+        left half-updated. ``on_loop``: a tiny awaited step on the caller's event loop
+        (runtime/calls.py), which holds back whatever Python SIGINT handler is installed
+        (asyncio's own, under ``asyncio.run``) and calls it once the step is done.
         """
-        if self._closed or not _may_run_inline():
+        if self._closed or not (on_loop or _may_run_inline()):
             return NOT_RUN
         lock = self.session.lock
+        if on_loop and lock._is_owned():
+            # This thread holds the session (the lock is re-entrant): a step here would
+            # run inside whatever holds it; queued, it waits for the holder instead.
+            return NOT_RUN
         if not lock.acquire(blocking=False):
             return NOT_RUN
         try:
@@ -206,7 +217,7 @@ class Pipeline:
                 return NOT_RUN
             self._begin()
             try:
-                with _interrupts_held():
+                with _interrupts_held(any_handler=on_loop):
                     return compiled.run(arrays)
             finally:
                 self.admission.release()
@@ -316,37 +327,52 @@ class Pipeline:
 NOT_RUN = object()  # run_inline's answer when the step must be queued instead
 
 
+def _sigint_handler():
+    """The SIGINT handler as installed, read without ``signal.getsignal``'s conversion to
+    an enum, which fails (and formats the handler, asyncio's included its task) for
+    every Python-level handler: ~50 us per call under ``asyncio.run``."""
+    return _raw_signal.getsignal(signal.SIGINT)
+
+
 def _may_run_inline() -> bool:
     """Inline steps need Ctrl-C held back on the main thread, which is only done over
     Python's own SIGINT handler (or not needed: SIGINT ignored, as in a background job);
     with a handler of yours installed, steps are queued."""
     if threading.current_thread() is not threading.main_thread():
         return True
-    handler = signal.getsignal(signal.SIGINT)
+    handler = _sigint_handler()
     return handler is signal.default_int_handler or handler == signal.SIG_IGN
 
 
 class _interrupts_held:
-    """On the main thread: a Ctrl-C during the block is raised when the block ends."""
+    """On the main thread: a Ctrl-C during the block reaches the SIGINT handler when the
+    block ends (Python's default handler: KeyboardInterrupt then). Held: Python's own
+    handler, or with ``any_handler`` whichever Python-level handler is installed."""
 
-    __slots__ = ("armed", "hit")
+    __slots__ = ("any_handler", "held", "hit")
+
+    def __init__(self, any_handler: bool = False):
+        self.any_handler = any_handler
 
     def __enter__(self):
-        self.armed = (threading.current_thread() is threading.main_thread()
-                      and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        self.held = None
         self.hit = False
-        if self.armed:
-            signal.signal(signal.SIGINT, self._note)
+        if threading.current_thread() is threading.main_thread():
+            handler = _sigint_handler()
+            if handler is signal.default_int_handler or (self.any_handler
+                                                         and callable(handler)):
+                self.held = handler
+                _raw_signal.signal(signal.SIGINT, self._note)
         return self
 
     def _note(self, signum, frame) -> None:
         self.hit = True
 
     def __exit__(self, exc_type, exc, tb):
-        if self.armed:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self.held is not None:
+            _raw_signal.signal(signal.SIGINT, self.held)
             if self.hit and exc_type is None:
-                raise KeyboardInterrupt
+                self.held(signal.SIGINT, None)   # the default handler raises here
         return False
 
 

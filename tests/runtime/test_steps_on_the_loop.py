@@ -1,0 +1,74 @@
+"""Awaited steps small enough to run on the caller's event loop (runtime/calls.py,
+``CompiledJob.fits_on_loop``): same results and order as the other forms, never inside a
+running step, and Ctrl-C held back until the step's updates are done."""
+import asyncio
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import aioflow as flow
+import aioflow.typing as tp
+from aioflow.runtime.pipeline import _interrupts_held
+from aioflow.session import default_session
+
+from .jobs import X, Y, make_slow, make_train, reference_losses
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def _ran_on(job) -> set:
+    """Names of the threads the job's plan ran on, from now on."""
+    compiled = job.compiled_for(default_session())
+    threads = set()
+    real = compiled.plan.run
+
+    def recording(ctx, inputs):
+        threads.add(threading.current_thread().name)
+        return real(ctx, inputs)
+    compiled.plan.run = recording
+    return threads
+
+
+async def test_a_small_awaited_train_step_runs_on_the_loop_with_the_same_losses():
+    expected = await asyncio.to_thread(reference_losses, 5)
+    train = make_train()
+    assert train.compiled_for(default_session()).fits_on_loop
+    threads = _ran_on(train)
+    losses = [float((await train(X, Y)).mean()) for _ in range(5)]
+    np.testing.assert_allclose(losses, expected, rtol=1e-6)
+    assert threads == {threading.current_thread().name}
+    assert default_session().pipeline._threads == []   # the compute thread never started
+
+
+async def test_a_small_step_awaited_behind_a_running_one_queues_in_order():
+    slow, eye = make_slow(0.05)
+    train = make_train()
+    assert not slow.compiled_for(default_session()).fits_on_loop   # 512x512 matmuls
+    threads = _ran_on(train)
+    order = []
+
+    async def run(name, coro):
+        await coro
+        order.append(name)
+    await asyncio.gather(run("slow", slow(eye)), run("train", train(X, Y)))
+    assert order == ["slow", "train"]
+    assert threads == {"aioflow-compute"}   # the pipeline was busy: it queued
+
+
+async def test_ctrl_c_on_the_loop_is_handed_to_the_handler_after_the_step():
+    calls = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+    try:
+        with _interrupts_held(any_handler=True):
+            signal.raise_signal(signal.SIGINT)
+            assert calls == []                 # held while the step runs
+        assert calls == [signal.SIGINT]        # then delivered, once
+    finally:
+        signal.signal(signal.SIGINT, previous)
