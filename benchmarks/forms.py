@@ -8,7 +8,8 @@ The seed MLP and LeNet (batch 100, SGD), called as a user would: inline blocking
 inside a running event loop), and PyTorch 2 threads eager. Rounds interleave the four
 cases, each followed by a pause so a spinning BLAS/OpenMP pool does not slow whoever
 runs next. Prints ms per step (median and range over rounds) and each form's ratio to
-the inline blocking form measured in the same rounds (median of per-round ratios).
+the inline blocking form measured in the same rounds (median of per-round ratios), and
+the worst gap of a 1 ms heartbeat task on the loop while the await rounds ran.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ import numpy as np
 import aioflow as flow
 import aioflow.typing as tp
 from models import BATCH, flow_jobs, torch_model, torch_train_step
+
+HEARTBEAT_GAPS: list[float] = []   # a 1 ms heartbeat task's gaps during the await rounds
 
 
 def _cases(model: str, steps: int):
@@ -56,9 +59,21 @@ def _cases(model: str, steps: int):
         flow.sync_default_session()
 
     def run_await():
+        async def heartbeat(stop):
+            last = time.perf_counter()
+            while not stop.is_set():
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                HEARTBEAT_GAPS.append(now - last)
+                last = now
+
         async def main():
+            stop = asyncio.Event()
+            beat = asyncio.create_task(heartbeat(stop))
             for _ in range(steps):
                 await blocking(x, y)
+            stop.set()
+            await beat
         asyncio.run(main())
 
     def run_torch():
@@ -93,6 +108,7 @@ def main():
     args = parser.parse_args()
     for model in ("mlp", "lenet"):
         steps = args.mlp_steps if model == "mlp" else args.lenet_steps
+        HEARTBEAT_GAPS.clear()
         samples = measure(model, args.rounds, steps, args.pause)
         base = samples["inline blocking"]
         for name, values in samples.items():
@@ -101,6 +117,8 @@ def main():
                   f"[{min(values):.2f}-{max(values):.2f}]  vs inline: "
                   f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]",
                   flush=True)
+        print(f"{model:5} event loop's worst heartbeat gap while awaiting: "
+              f"{1000 * max(HEARTBEAT_GAPS):.1f} ms (1 ms heartbeat)", flush=True)
 
 
 if __name__ == "__main__":
