@@ -129,3 +129,46 @@ def test_the_step_counter_lives_on_the_host():
     records = default_session().variables
     step = [r for n, r in records.items() if "TrainStep" in n][0]
     assert step.on_host and isinstance(step.value, np.ndarray)
+
+
+class _StandInGpu(NumpyBackend):
+    """numpy arrays, under the CuPy backend's name and device tag (selection tests)."""
+    name = "cupy"
+    device_tag = "gpu"
+
+
+@pytest.fixture
+def a_usable_gpu(monkeypatch):
+    """As on a machine with a GPU: the selection logic sees one (numpy computes)."""
+    gpu = _StandInGpu()
+    real_named = backends.named
+    monkeypatch.setattr(backends, "gpu_unusable_reason", lambda: None)
+    monkeypatch.setattr(backends, "named",
+                        lambda name: gpu if name == "cupy" else real_named(name))
+    monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)
+    yield gpu
+    flow.config.gpu_device_num(1)
+
+
+def _placed(tag):
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
+        if tag is None:
+            return x + 1
+        with flow.scope.placement(tag, "0:0"):
+            return x + 1
+    return job
+
+
+@pytest.mark.parametrize("tag, gpu_num, expected", [
+    (None, 1, "cupy"),      # OneFlow's default placement: the GPU when there is one
+    (None, 0, "numpy"),     # ... unless flow.config.gpu_device_num(0)
+    ("cpu", 1, "numpy"),
+    ("gpu", 0, "cupy"),     # an explicit placement wins over the count
+])
+def test_placement_and_gpu_device_num_choose_the_backend(a_usable_gpu, tag, gpu_num,
+                                                         expected):
+    flow.config.gpu_device_num(gpu_num)
+    job = _placed(tag)
+    np.testing.assert_array_equal(job(X3), X3 + 1)
+    assert job.compiled_for(default_session()).backend.name == expected
