@@ -25,6 +25,7 @@ import functools
 from . import backends, config
 from . import session as session_mod
 from .compiler import compile as compile_graph
+from .compiler.compile import DEFAULT_OPTIONS
 from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
@@ -214,8 +215,8 @@ class CompiledJob:
 
 
 def _compile_options() -> dict:
-    return {key: config.get(key) for key in ("fusion", "memory_plan", "kernel_threading",
-                                             "conv_algorithm")}
+    """The flow.config settings the compiler takes, as set now."""
+    return {key: config.get(key) for key in DEFAULT_OPTIONS}
 
 
 def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:

@@ -75,13 +75,21 @@ def _call(fn, args, kwargs):
     return _wrap(result)
 
 
-def _refuse_host_arrays(name, args, kwargs) -> None:
-    """CuPy refuses numpy arrays mixed with its own in one operation; so does this."""
+def _host_arrays_in(args, kwargs, min_ndim: int = 0) -> bool:
+    """Whether numpy arrays of at least ``min_ndim`` dimensions are among the arguments
+    (or inside a tuple or list argument)."""
     for value in (*args, *kwargs.values()):
         values = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(v, np.ndarray) for v in values):
-            raise TypeError(f"{name}: a numpy array mixed with device arrays (strict "
-                            "backend, as CuPy): move it with xp.asarray first")
+        if any(isinstance(v, np.ndarray) and v.ndim >= min_ndim for v in values):
+            return True
+    return False
+
+
+def _refuse_host_arrays(name, args, kwargs) -> None:
+    """CuPy refuses numpy arrays mixed with its own in one operation; so does this."""
+    if _host_arrays_in(args, kwargs):
+        raise TypeError(f"{name}: a numpy array mixed with device arrays (strict "
+                        "backend, as CuPy): move it with xp.asarray first")
 
 
 def _refuse(what):
@@ -190,11 +198,9 @@ _TRANSFERS = {"asarray", "array"}   # the module functions CuPy lets take a nump
 
 def _call_device_only(fn, name, args, kwargs):
     """As CuPy's functions: numpy arrays (but 0-d ones, taken as scalars) are refused."""
-    for value in (*args, *kwargs.values()):
-        values = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(v, np.ndarray) and v.ndim for v in values):
-            raise TypeError(f"xp.{name}: a non-scalar numpy array given to a device function "
-                            "(strict backend, as CuPy): move it with xp.asarray first")
+    if _host_arrays_in(args, kwargs, min_ndim=1):
+        raise TypeError(f"xp.{name}: a non-scalar numpy array given to a device function "
+                        "(strict backend, as CuPy): move it with xp.asarray first")
     return _call(fn, args, kwargs)
 
 
