@@ -21,6 +21,7 @@ graph double(x: float32[2]) {
 from __future__ import annotations
 
 import functools
+import time
 
 from . import backends, config
 from . import session as session_mod
@@ -32,7 +33,7 @@ from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime import malloc
 from .runtime.device import run_step
-from .runtime.results import foreign_async_library, running_loop
+from .runtime.results import foreign_async_library
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
 _JOB_TYPES = ("train", "predict")
@@ -110,7 +111,10 @@ class JobFunction:
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         spec = self.return_spec
-        returns_early = (spec.callback or spec.is_legacy or running_loop() is not None
+        # Arguments are copied where the call returns before its step has read them, so
+        # the caller may reuse its buffers at once. An awaited call copies later, and only
+        # if its step is queued rather than run on the loop (runtime/calls.py).
+        returns_early = (spec.callback or spec.is_legacy
                          or foreign_async_library() is not None)
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=returns_early)
@@ -135,6 +139,9 @@ class JobFunction:
 # less than the two thread hand-offs it saves (~40-60 us here), so it cannot stall the
 # loop noticeably, and `await job(x)` of a small job costs about a blocking call.
 LOOP_STEP_BYTES = 64 << 10
+# Weight of the latest step in the running average of a job's step time (which decides
+# whether larger awaited steps may run on the loop: flow.config.await_on_loop_ms).
+_STEP_TIME_WEIGHT = 0.25
 
 
 class CompiledJob:
@@ -161,11 +168,12 @@ class CompiledJob:
         self.variable_names = tuple(graph.variable_blobs)
         self._placement_version = -1
         self.label_checks = _label_checks(graph)
-        # An awaited step this small runs on the caller's event loop (runtime/calls.py):
-        # only where the device completes its work at once (the CPU).
-        self.fits_on_loop = (self.backend.name == "numpy"
-                             and self.plan.bytes_touched <= LOOP_STEP_BYTES
-                             and not self.plan.split_kernels)
+        # Awaited steps may run on the caller's event loop (runtime/calls.py): only where
+        # the device completes its work at once (the CPU) and no kernel fans out to the
+        # worker threads; at once if the plan is tiny, else once its steps proved short.
+        self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels)
+        self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
+        self.step_seconds: float | None = None   # running average of measured steps
         session.initialize_missing(self.backend)
 
     def _trace(self, graph: Graph) -> None:
@@ -202,16 +210,36 @@ class CompiledJob:
                         "sparse_softmax_cross_entropy_with_logits: labels must lie in "
                         f"[0, {classes}), got values from {low} to {high}")
 
+    @property
+    def fits_on_loop(self) -> bool:
+        """Whether an awaited step may run on the caller's event loop (when nothing else is
+        in flight): a tiny plan, or steps that lately took at most
+        ``flow.config.await_on_loop_ms``."""
+        budget_ms = config.get("await_on_loop_ms")
+        if not (self._loop_capable and budget_ms > 0):
+            return False
+        return self._tiny or (self.step_seconds is not None
+                              and self.step_seconds * 1000 <= budget_ms)
+
     def run(self, arrays) -> list:
         """Execute one step through the backend's device, waiting for it in this thread
-        (the compute thread, or an inline blocking caller); returns the host outputs."""
+        (the compute thread, an inline blocking caller, or an awaiting loop); returns the
+        host outputs."""
         session = self.session
         with session.lock:
             if self._placement_version != session.placement_version:
                 session.move_variables(self.variable_names, self.backend)
                 self._placement_version = session.placement_version
-            return run_step(self.backend.device,
-                            functools.partial(self.plan.run, self.context), arrays)
+            start = time.perf_counter()
+            outputs = run_step(self.backend.device,
+                               functools.partial(self.plan.run, self.context), arrays)
+            self._note_step_time(time.perf_counter() - start)
+            return outputs
+
+    def _note_step_time(self, seconds: float) -> None:
+        average = self.step_seconds
+        self.step_seconds = seconds if average is None else (
+            average + _STEP_TIME_WEIGHT * (seconds - average))
 
 
 def _compile_options() -> dict:

@@ -43,17 +43,16 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True
 
 
 def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private) -> np.ndarray:
-    expected = spec.describe()
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{fn_name}() argument {name!r}: expected {expected} "
+        raise TypeError(f"{fn_name}() argument {name!r}: expected {spec.describe()} "
                         f"(numpy.ndarray), got {_describe(value)}")
     want = spec.dtype.numpy
     if value.shape != spec.shape:
-        raise ValueError(f"{fn_name}() argument {name!r}: expected {expected}, got "
+        raise ValueError(f"{fn_name}() argument {name!r}: expected {spec.describe()}, got "
                          f"{value.dtype} array of shape {value.shape}")
     if value.dtype != want:
         if (value.dtype, want) not in _ALLOWED_CASTS:
-            raise TypeError(f"{fn_name}() argument {name!r}: expected {expected}, got "
+            raise TypeError(f"{fn_name}() argument {name!r}: expected {spec.describe()}, got "
                             f"{value.dtype} array of shape {value.shape} (only float64->float32 "
                             "and int64->int32 are converted automatically)")
         require_fits(value, want, f"{fn_name}() argument {name!r}")

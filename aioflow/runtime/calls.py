@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
 from ..signature import rebuild_result
 from .pipeline import NOT_RUN
 from .results import (CallbackRegistrar, CallbackSlot, LegacyResult, check_may_block,
@@ -60,11 +62,15 @@ def _delivery(pipeline, loop, compiled, job_name):
 
 async def _await_value(pipeline, compiled, arrays, spec):
     if compiled.fits_on_loop:
-        # A tiny step (CompiledJob.fits_on_loop) runs right here on the loop, in order:
-        # only when no other step is admitted or running (else it queues behind them).
+        # A tiny or lately short step (CompiledJob.fits_on_loop) runs right here on the
+        # loop, in order: only when no other step is admitted or running (else it queues
+        # behind them).
         outputs = pipeline.run_inline(compiled, arrays, on_loop=True)
         if outputs is not NOT_RUN:
             return None if spec.is_none else rebuild_result(compiled.template, outputs)
+    # Queued, the step reads its inputs after this task yields, while other tasks may
+    # write to the caller's arrays: it gets copies (what the other forms copy at the call).
+    arrays = [np.array(a, copy=True) for a in arrays]
     await pipeline.admission.acquire_async()
     step = pipeline.new_step(compiled, arrays)
     pipeline.enqueue(step)

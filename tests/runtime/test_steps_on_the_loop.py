@@ -72,3 +72,71 @@ async def test_ctrl_c_on_the_loop_is_handed_to_the_handler_after_the_step():
         assert calls == [signal.SIGINT]        # then delivered, once
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def loop_budget():
+    """Set flow.config.await_on_loop_ms for one test, restored afterwards."""
+    before = flow.config.get("await_on_loop_ms")
+    yield flow.config.await_on_loop_ms
+    flow.config.await_on_loop_ms(before)
+
+
+def _make_wide():
+    """A predict job touching ~0.5 MiB (not tiny) in microseconds of compute."""
+    @flow.global_function(type="predict")
+    def wide(x: tp.Numpy.Placeholder((256, 256))) -> tp.Numpy:
+        return x * 2.0
+    return wide, np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
+
+
+async def test_a_larger_step_runs_on_the_loop_once_its_steps_proved_short(loop_budget):
+    loop_budget(1000.0)       # any measured step qualifies
+    wide, x = _make_wide()
+    compiled = wide.compiled_for(default_session())
+    assert not compiled.fits_on_loop        # not tiny, and not measured yet
+    threads = _ran_on(wide)
+    first = await wide(x)
+    assert threads == {"aioflow-compute"} and compiled.step_seconds is not None
+    assert compiled.fits_on_loop
+    second = await wide(x)
+    assert threads == {"aioflow-compute", threading.current_thread().name}
+    np.testing.assert_array_equal(first, x * 2)
+    np.testing.assert_array_equal(second, x * 2)
+
+
+async def test_a_step_slower_than_the_budget_stays_off_the_loop(loop_budget):
+    loop_budget(1e-6)         # no real step is that fast
+    wide, x = _make_wide()
+    threads = _ran_on(wide)
+    for _ in range(3):
+        await wide(x)
+    assert threads == {"aioflow-compute"}
+
+
+async def test_a_zero_budget_keeps_even_tiny_steps_off_the_loop(loop_budget):
+    loop_budget(0)
+    train = make_train()
+    assert not train.compiled_for(default_session()).fits_on_loop
+    threads = _ran_on(train)
+    await train(X, Y)
+    assert threads == {"aioflow-compute"}
+
+
+def test_the_budget_is_validated():
+    for bad in (-1, "2", None, True, float("nan")):
+        with pytest.raises(ValueError, match="await_on_loop_ms"):
+            flow.config.await_on_loop_ms(bad)
+
+
+async def test_a_queued_awaited_step_reads_its_arguments_as_they_were_at_the_call():
+    slow, eye = make_slow(0.05)
+    wide, x = _make_wide()
+    expected = x * 2
+    busy = asyncio.create_task(slow(eye))
+    await asyncio.sleep(0)                  # the slow step is admitted: wide will queue
+    pending = asyncio.create_task(wide(x))
+    await asyncio.sleep(0)                  # wide's call ran up to its queued step
+    x[...] = -1                             # another task reuses the buffer
+    np.testing.assert_array_equal(await pending, expected)
+    await busy
