@@ -67,6 +67,9 @@ async def _await_value(pipeline, compiled, arrays, spec):
         # behind them).
         outputs = pipeline.run_inline(compiled, arrays, on_loop=True)
         if outputs is not NOT_RUN:
+            # Let the loop's other tasks run before this one goes on: a task awaiting such
+            # steps back to back would otherwise never yield to them.
+            await asyncio.sleep(0)
             return None if spec.is_none else rebuild_result(compiled.template, outputs)
     # Queued, the step reads its inputs after this task yields, while other tasks may
     # write to the caller's arrays: it gets copies (what the other forms copy at the call).

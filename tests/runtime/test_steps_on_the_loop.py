@@ -140,3 +140,20 @@ async def test_a_queued_awaited_step_reads_its_arguments_as_they_were_at_the_cal
     x[...] = -1                             # another task reuses the buffer
     np.testing.assert_array_equal(await pending, expected)
     await busy
+
+
+async def test_steps_awaited_back_to_back_on_the_loop_let_other_tasks_run():
+    train = make_train()
+    assert train.compiled_for(default_session()).fits_on_loop
+    beats = 0
+
+    async def heartbeat():
+        nonlocal beats
+        while True:
+            beats += 1
+            await asyncio.sleep(0)
+    beat = asyncio.create_task(heartbeat())
+    for _ in range(20):
+        await train(X, Y)
+    beat.cancel()
+    assert beats >= 19      # the other task ran between the steps
