@@ -32,7 +32,7 @@ from .inputs import convert_argument
 from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime import malloc
-from .runtime.device import run_step
+from .runtime.device import InFlight, submit_step
 from .runtime.results import foreign_async_library
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
@@ -174,6 +174,9 @@ class CompiledJob:
         self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels)
         self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
         self.step_seconds: float | None = None   # running average of measured steps
+        # function_config.pipeline_depth: this job's calls are admitted only while fewer
+        # steps are in flight (None: the session's depth alone).
+        self.depth_limit = job.config.pipeline_depth()
         session.initialize_missing(self.backend)
 
     def _trace(self, graph: Graph) -> None:
@@ -221,20 +224,26 @@ class CompiledJob:
         return self._tiny or (self.step_seconds is not None
                               and self.step_seconds * 1000 <= budget_ms)
 
-    def run(self, arrays) -> list:
-        """Execute one step through the backend's device, waiting for it in this thread
-        (the compute thread, an inline blocking caller, or an awaiting loop); returns the
-        host outputs."""
+    def submit(self, arrays) -> InFlight:
+        """Start one step through the backend's device and return without waiting for it
+        (``in_flight.result()`` waits): on a device, the compute thread goes on to the
+        next step while this one runs. On the CPU the step is done on return."""
         session = self.session
         with session.lock:
             if self._placement_version != session.placement_version:
                 session.move_variables(self.variable_names, self.backend)
                 self._placement_version = session.placement_version
             start = time.perf_counter()
-            outputs = run_step(self.backend.device,
-                               functools.partial(self.plan.run, self.context), arrays)
-            self._note_step_time(time.perf_counter() - start)
-            return outputs
+            in_flight = submit_step(self.backend.device,
+                                    functools.partial(self.plan.run, self.context), arrays)
+            if in_flight.done():   # a step's time is known where the device is the host
+                self._note_step_time(time.perf_counter() - start)
+            return in_flight
+
+    def run(self, arrays) -> list:
+        """Execute one step and wait for it in this thread (an inline blocking caller, or
+        an awaiting loop for a step known to be short); returns the host outputs."""
+        return self.submit(arrays).result()
 
     def _note_step_time(self, seconds: float) -> None:
         average = self.step_seconds

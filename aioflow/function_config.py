@@ -76,6 +76,23 @@ class FunctionConfig:
                             f"flow.scope.mirrored_view(), got {view!r}")
         self._logical_view = view
 
+    def pipeline_depth(self, depth=None):
+        """How many steps may be admitted and unfinished when this job is called (at most
+        ``flow.config.pipeline_depth``, the session's); without an argument, the setting
+        (None: the session's depth).
+
+        >>> config = FunctionConfig()
+        >>> config.pipeline_depth(1)
+        >>> config.pipeline_depth()
+        1
+        """
+        if depth is None:
+            return self._pipeline_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"function_config.pipeline_depth: expected a positive int, "
+                             f"got {depth!r}")
+        self._pipeline_depth = depth
+
     def default_placement_scope(self, scope=None):
         """Accepted for compatibility; placement is taken from ``flow.scope.placement``."""
         return None

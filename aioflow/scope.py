@@ -63,7 +63,7 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
     device = "cpu"
     if device_tag != "cpu":
         device = "gpu"
-        why = backends.gpu_unusable_reason()
+        why = None if backends.simulating() else backends.gpu_unusable_reason()
         if why is not None:
             warn_once("no-gpu", f"flow.scope.placement({device_tag!r}): no usable GPU here "
                       f"({why}); running on the CPU instead")

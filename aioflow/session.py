@@ -82,7 +82,7 @@ class Session:
             raise ValueError(f"pipeline depth: expected a positive int, got {depth!r}")
         self._pipeline_depth = depth
         if self._pipeline is not None:
-            self._pipeline.admission.depth = depth
+            self._pipeline.admission.set_depth(depth)
 
     def report_error(self, exc: BaseException, where: str) -> None:
         """Keep an error of a callback-form step or a callback for the next sync()."""

@@ -15,12 +15,53 @@ test if any of them raised::
         assert (await predict(np.zeros((2, 3), np.float32))).shape == (2, 4)
 
 The fixture is synchronous, so it serves sync and ``async def`` tests alike.
+
+:func:`simulated_gpu` runs the jobs placed on a GPU on a simulated one, so an app's
+pipeline (steps overlapping on a device, completion awaited) can be tested on any machine.
 """
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 
 from . import session as _session
+from .backends import simulating_gpu
+from .backends.simulated import SimulatedBackend, SimulatedDevice
+
+__all__ = ["flow_session", "simulated_gpu"]
+
+
+@contextlib.contextmanager
+def simulated_gpu(copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float = 0.0,
+                  *, poison: bool = False):
+    """Jobs compiled in this block that would run on a GPU (placed on ``"gpu"``, or by
+    OneFlow's default placement) run on a simulated GPU instead, whatever the machine has.
+
+    numpy does the arithmetic, off the caller's thread, on three simulated streams (copies
+    in, compute, copies out), each running its work in order; a step's input copy, its
+    compute and its output copy each take at least ``copy_ms``, ``compute_ms`` and
+    ``fetch_ms`` milliseconds, so the runtime's overlap of steps shows as it would on a
+    GPU (``flow.config.pipeline_depth``). Results equal the CPU's. ``poison=True`` fills
+    staging buffers with NaN when they are released, so a buffer reused too early shows
+    in the results. Yields the :class:`SimulatedDevice`: ``break_device()`` makes every
+    later piece of work fail, as a sticky CUDA error does; ``repair()`` undoes it. Jobs
+    compiled in the block keep the simulated GPU afterwards.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.clear_default_session()
+    >>> with simulated_gpu(copy_ms=1, compute_ms=2, fetch_ms=1):
+    ...     @flow.global_function(type="predict")
+    ...     def double(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+    ...         with flow.scope.placement("gpu", "0:0"):
+    ...             return x * 2
+    ...     double(np.array([1.0, 2.0], np.float32))
+    array([2., 4.], dtype=float32)
+    >>> flow.clear_default_session()
+    """
+    backend = SimulatedBackend(copy_ms, compute_ms, fetch_ms, poison=poison)
+    with simulating_gpu(backend):
+        yield backend.device
 
 
 @pytest.fixture

@@ -32,12 +32,13 @@ import threading
 from .base import Backend, BackendUnavailable
 
 __all__ = ["Backend", "BackendUnavailable", "named", "gpu_usable", "gpu_unusable_reason",
-           "for_job", "use", "ENV_VAR"]
+           "for_job", "use", "simulating_gpu", "simulating", "ENV_VAR"]
 
 ENV_VAR = "AIOFLOW_DEVICE"
 _lock = threading.Lock()
 _instances: dict[str, Backend] = {}
 _forced: list[Backend] = []
+_simulated_gpus: list[Backend] = []
 
 
 def named(name: str) -> Backend:
@@ -91,15 +92,34 @@ def use(backend: "str | Backend"):
         _forced.pop()
 
 
+@contextlib.contextmanager
+def simulating_gpu(backend: Backend):
+    """Jobs compiled in this block that would run on a GPU run on ``backend`` (a simulated
+    GPU, :func:`aioflow.testing.simulated_gpu`), whether or not a real one is usable and
+    whatever ``AIOFLOW_DEVICE`` says; ``use()`` still takes precedence."""
+    _simulated_gpus.append(backend)
+    try:
+        yield backend
+    finally:
+        _simulated_gpus.remove(backend)
+
+
+def simulating() -> bool:
+    """Whether a simulated GPU serves GPU placement now (:func:`simulating_gpu`)."""
+    return bool(_simulated_gpus)
+
+
 def for_job(devices: set[str]) -> Backend:
     """The backend of a job whose ops were placed on ``devices`` ({"cpu", "gpu"}; a node
     outside any placement block says "default")."""
     if _forced:
         return _forced[-1]
+    wants_gpu = "gpu" in devices or ("default" in devices and _gpu_by_default())
+    if wants_gpu and _simulated_gpus:
+        return _simulated_gpus[-1]
     override = os.environ.get(ENV_VAR, "").strip().lower()
     if override:
         return _from_override(override)
-    wants_gpu = "gpu" in devices or ("default" in devices and _gpu_by_default())
     if wants_gpu and gpu_usable():
         return named("cupy")
     return named("numpy")

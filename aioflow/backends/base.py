@@ -33,6 +33,12 @@ class Backend:
     # where the arrays are host memory and the BLAS is a CPU library.
     splits_on_host_threads: bool = False
 
+    @property
+    def kernel_set(self) -> str:
+        """Whose kernels the compiler picks from the op registry: the backend's own name,
+        unless it runs another backend's kernels (the simulated GPU runs numpy's)."""
+        return self.name
+
     def to_device(self, host_array: np.ndarray):
         """A device copy of a host (numpy) array."""
         return self.xp.array(host_array, copy=True)

@@ -34,7 +34,7 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
     with tracing(graph):
         if options["fusion"]:
             pool_before_bias_relu(graph)
-            if REGISTRY["conv2d_max_pool2d"].has_kernel(backend.name):
+            if REGISTRY["conv2d_max_pool2d"].has_kernel(backend.kernel_set):
                 fuse_conv_max_pool(graph)
         if graph.job_type == "train":
             from ..optimizer import build_training
@@ -43,7 +43,7 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
     schedule_side_effects_last(graph)
     verify(graph)
     for node in graph.nodes:
-        node.op.kernel(backend.name)   # raises MissingKernelError naming op and backend
+        node.op.kernel(backend.kernel_set)   # raises MissingKernelError naming op and backend
     return build_plan(graph, memory_plan=options["memory_plan"],
                       kernel_threading=options["kernel_threading"],
                       options=options, backend=backend)

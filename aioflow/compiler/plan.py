@@ -145,7 +145,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             if last_use.get(b.id) == index and b.id not in keep
         )
         instructions.append(Instruction(
-            kernel=node.op.kernel(backend.name),
+            kernel=node.op.kernel(backend.kernel_set),
             inputs=tuple(slot(b.id) for b in node.inputs),
             outputs=tuple(slot(b.id) for b in node.outputs),
             attrs={**node.attrs, **{kw: options[key]

@@ -25,7 +25,7 @@ def call_job(job, compiled, arrays):
         check_may_block(f"calling job {job.__name__}")
         outputs = pipeline.run_inline(compiled, arrays)
         if outputs is NOT_RUN:  # another step is in flight: queue behind it
-            pipeline.admission.acquire()
+            pipeline.admission.acquire(compiled.depth_limit)
             step = pipeline.new_step(compiled, arrays)
             pipeline.enqueue(step)
             outputs = step.future.result()
@@ -38,7 +38,7 @@ def call_job(job, compiled, arrays):
         admitted = pipeline.admit_and_enqueue_soon(loop, step)
         return CallbackRegistrar(job.__name__, slot, admitted)
     check_may_block(f"calling job {job.__name__}")
-    pipeline.admission.acquire()
+    pipeline.admission.acquire(compiled.depth_limit)
     pipeline.enqueue(step)
     if spec.callback:
         return CallbackRegistrar(job.__name__, slot)
@@ -74,7 +74,7 @@ async def _await_value(pipeline, compiled, arrays, spec):
     # Queued, the step reads its inputs after this task yields, while other tasks may
     # write to the caller's arrays: it gets copies (what the other forms copy at the call).
     arrays = [np.array(a, copy=True) for a in arrays]
-    await pipeline.admission.acquire_async()
+    await pipeline.admission.acquire_async(compiled.depth_limit)
     step = pipeline.new_step(compiled, arrays)
     pipeline.enqueue(step)
     # Cancelling this await cancels step.future: withdrawn if it has not started yet,

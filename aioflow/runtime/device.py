@@ -19,10 +19,17 @@ GPU releases the GIL in ``Event.synchronize()``), and can be awaited on an event
 without blocking it (``await event``: the wait runs on a worker thread, never in a CUDA
 host callback, whose driver thread would then wait for the GIL).
 
-:func:`run_step` drives one step through a device and waits for it on the calling thread,
-which is aioflow's compute thread or the caller of an inline blocking step, never an
-event loop. :class:`HostDevice` (numpy) does everything at once: its events are born
-complete, and a step costs three extra function calls.
+A device reports a failure of asynchronous work through its event: ``event.error`` is the
+exception (None when the work succeeded, or failed in a way only ``wait()`` raises, as a
+CUDA error does).
+
+:func:`submit_step` starts one step (stage, launch, fetch) and returns an
+:class:`InFlight` at once; ``in_flight.result()`` waits for it, releases the staging
+buffers and returns the host outputs (or raises the step's error). The pipeline's
+compute thread submits, its completion thread waits (runtime/pipeline.py), so on a device
+step N+1 is staged and launched while step N still runs. :func:`run_step` is both at
+once, for an inline blocking step. :class:`HostDevice` (numpy) does everything at once:
+its events are born complete, and a step costs a few extra function calls.
 
 >>> device = HostDevice()
 >>> run_step(device, lambda arrays: [a + 1 for a in arrays], [np.zeros(2)])
@@ -42,11 +49,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = ["Event", "ThreadEvent", "DONE", "Staged", "Launched", "Fetched", "HostDevice",
-           "run_step"]
+           "InFlight", "submit_step", "run_step"]
 
 
 class Event:
     """Completion of a piece of device work."""
+
+    error: BaseException | None = None   # why the work failed, once done (None: it did not)
 
     def done(self) -> bool:
         raise NotImplementedError
@@ -81,8 +90,11 @@ class ThreadEvent(Event):
 
     def __init__(self):
         self._flag = threading.Event()
+        self.error = None
 
-    def set(self) -> None:
+    def set(self, error: BaseException | None = None) -> None:
+        """Mark the work done; ``error``: it failed with this exception."""
+        self.error = error
         self._flag.set()
 
     def done(self) -> bool:
@@ -140,12 +152,39 @@ class HostDevice:
         return "<HostDevice cpu (numpy)>"
 
 
-def run_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> list:
-    """Stage, launch and fetch one step on ``device``; wait for it in this thread."""
+class InFlight:
+    """One submitted step: its staged inputs and its fetch, until :meth:`result`."""
+
+    __slots__ = ("staged", "fetched")
+
+    def __init__(self, staged: Staged, fetched: Fetched):
+        self.staged = staged
+        self.fetched = fetched
+
+    def done(self) -> bool:
+        return self.fetched.event.done()
+
+    def result(self) -> list:
+        """Wait in this thread for the step's outputs on the host (never on an event loop).
+
+        The fetch is ordered after the launch and the launch after the staging copies, so
+        once the fetch's event is done the staging buffers may go back for reuse."""
+        event = self.fetched.event
+        event.wait()
+        self.staged.event.wait()
+        self.staged.release()
+        if event.error is not None:
+            raise event.error
+        return self.fetched.arrays
+
+
+def submit_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> InFlight:
+    """Stage, launch and fetch one step on ``device`` without waiting for it."""
     staged = device.stage(host_arrays)
     launched = device.launch(fn, staged)
-    fetched = device.fetch(launched)
-    fetched.event.wait()   # the fetch is ordered after the launch, the launch after staging
-    staged.event.wait()
-    staged.release()
-    return fetched.arrays
+    return InFlight(staged, device.fetch(launched))
+
+
+def run_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> list:
+    """Stage, launch and fetch one step on ``device``; wait for it in this thread."""
+    return submit_step(device, fn, host_arrays).result()

@@ -1,5 +1,12 @@
-"""The step pipeline: bounded admission, in-order compute on one worker thread, and
-in-order delivery of callbacks.
+"""The step pipeline: bounded admission, in-order submission on one worker thread,
+in-order completion, and in-order delivery of callbacks.
+
+A step goes through up to three threads: ``aioflow-compute`` submits it to its job's
+device (on the CPU that runs it to the end); where the device works asynchronously (a
+GPU), ``aioflow-completion`` waits for its events in submission order and completes its
+future, while the compute thread already submits the next admitted step. So on a device
+the copies of step N+1, the kernels of step N and the fetch of step N-1 overlap, up to
+the pipeline depth.
 
 Why threads and not a runtime event loop: every stage here is either compute (numpy
 releases the GIL in its kernels; CuPy waits on stream events) or a hand-off, and a
@@ -8,9 +15,11 @@ await it on *their* loop through ``asyncio.wrap_future``; no extra loop hop is n
 which keeps the blocking call's overhead to two thread hand-offs.
 
 Invariants:
-* steps of a session run one at a time, in submission order (step N+1 sees the
-  variables step N updated);
-* at most ``depth`` steps are admitted and not yet finished (backpressure);
+* steps of a session are submitted one at a time, in submission order, and a device
+  runs them in that order (step N+1 sees the variables step N updated);
+* steps complete (their futures are set) in submission order;
+* at most ``depth`` steps are admitted and not yet completed (backpressure); a job with
+  its own ``function_config.pipeline_depth`` is admitted only while fewer than that are;
 * a step whose future was cancelled before it started is withdrawn (never runs);
 * callbacks registered for sync callers run on the delivery thread, in submission order,
   each exactly once; an exception in one is recorded for ``sync_default_session`` and
@@ -47,6 +56,7 @@ def on_runtime_thread() -> str | None:
 
 class Step:
     __slots__ = ("compiled", "arrays", "future", "seq")
+    # seq: the step's number in its session (1, 2, ...), named in the errors of failed steps
 
     def __init__(self, compiled, arrays, seq: int):
         self.compiled = compiled
@@ -56,40 +66,46 @@ class Step:
 
 
 class Admission:
-    """A counting gate with blocking and awaitable acquisition, FIFO among waiters."""
+    """A counting gate with blocking and awaitable acquisition, FIFO among waiters.
+
+    ``limit``: this acquisition succeeds only while fewer than ``min(depth, limit)``
+    places are taken (a job with its own, smaller, pipeline depth)."""
 
     def __init__(self, depth: int):
         self.depth = depth
         self.in_use = 0
         self._lock = threading.Lock()
-        self._waiters: collections.deque[Future] = collections.deque()
+        self._waiters: collections.deque[tuple[Future, int | None]] = collections.deque()
 
-    def _try_or_enqueue(self) -> Future | None:
+    def _room(self, limit: int | None) -> bool:
+        return self.in_use < (self.depth if limit is None else min(self.depth, limit))
+
+    def _try_or_enqueue(self, limit: int | None) -> Future | None:
         with self._lock:
-            if self.in_use < self.depth and not self._waiters:
+            if self._room(limit) and not self._waiters:
                 self.in_use += 1
                 return None
             waiter: Future = Future()
-            self._waiters.append(waiter)
+            self._waiters.append((waiter, limit))
             return waiter
 
     def try_acquire_idle(self) -> bool:
-        """Take a slot only if no other step is admitted or waiting (an idle pipeline)."""
+        """Take a place only if no other step is admitted or waiting (an idle pipeline)."""
         with self._lock:
             if self.in_use == 0 and not self._waiters:
                 self.in_use = 1
                 return True
             return False
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, limit: int | None = None) -> bool:
         with self._lock:
-            if self.in_use < self.depth and not self._waiters:
+            if self._room(limit) and not self._waiters:
                 self.in_use += 1
                 return True
             return False
 
-    def acquire(self) -> None:
-        waiter = self._try_or_enqueue()
+    def acquire(self, limit: int | None = None) -> None:
+        waiter = self._try_or_enqueue(limit)
         if waiter is None:
             return
         try:
@@ -98,8 +114,8 @@ class Admission:
             self._abandon(waiter)
             raise
 
-    async def acquire_async(self) -> None:
-        waiter = self._try_or_enqueue()
+    async def acquire_async(self, limit: int | None = None) -> None:
+        waiter = self._try_or_enqueue(limit)
         if waiter is None:
             return
         try:
@@ -110,21 +126,30 @@ class Admission:
 
     def _abandon(self, waiter: Future) -> None:
         with self._lock:
-            try:
-                self._waiters.remove(waiter)
-                return
-            except ValueError:
-                pass  # already granted: hand the slot back
-        self.release()
+            for entry in self._waiters:
+                if entry[0] is waiter:
+                    self._waiters.remove(entry)
+                    self._grant()     # a waiter behind it may fit now
+                    return
+        self.release()    # already granted: hand the place back
 
     def release(self) -> None:
         with self._lock:
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                if waiter.set_running_or_notify_cancel():
-                    waiter.set_result(None)  # the slot passes straight to the waiter
-                    return
             self.in_use -= 1
+            self._grant()
+
+    def set_depth(self, depth: int) -> None:
+        with self._lock:
+            self.depth = depth
+            self._grant()
+
+    def _grant(self) -> None:
+        """Admit waiters from the front of the line while there is room (lock held)."""
+        while self._waiters and self._room(self._waiters[0][1]):
+            waiter, _ = self._waiters.popleft()
+            if waiter.set_running_or_notify_cancel():
+                self.in_use += 1
+                waiter.set_result(None)
 
 
 class Pipeline:
@@ -134,7 +159,13 @@ class Pipeline:
         self.session = session
         self.admission = Admission(depth)
         self._compute_queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._completion_queue: queue.SimpleQueue = queue.SimpleQueue()
         self._delivery_queue: queue.SimpleQueue = queue.SimpleQueue()
+        # Steps handed to the completion thread and not completed yet. Written by the
+        # compute thread (+1) and the completion thread (-1, after completing).
+        self._on_device = 0
+        self._on_device_lock = threading.Lock()
+        self._completion_thread: threading.Thread | None = None
         self._seq = 0
         self._seq_lock = threading.Lock()
         self._pending = 0  # steps + deliveries not yet finished
@@ -162,6 +193,14 @@ class Pipeline:
             self._compute_queue.put(_STOP)
             self._delivery_queue.put(_STOP)
         return drained
+
+    def _start_completion(self) -> None:
+        """Called on the compute thread only, before the first step goes to a device."""
+        if self._completion_thread is None:
+            self._completion_thread = threading.Thread(
+                target=self._completion_loop, args=("completion",), daemon=True,
+                name="aioflow-completion")
+            self._completion_thread.start()
 
     # -- submission ----------------------------------------------------------------------
     def _begin(self, n: int = 1) -> None:
@@ -232,7 +271,8 @@ class Pipeline:
         Waiters are served first-in first-out, so steps keep call order.
         """
         admitted = loop.create_future()
-        if not self._admitting and self.admission.try_acquire():
+        limit = step.compiled.depth_limit
+        if not self._admitting and self.admission.try_acquire(limit):
             self.enqueue(step)
             admitted.set_result(None)
             return admitted
@@ -286,17 +326,60 @@ class Pipeline:
         while True:
             step = self._compute_queue.get()
             if step is _STOP:
+                if self._completion_thread is not None:
+                    self._completion_queue.put(_STOP)
                 return
+            if not step.future.set_running_or_notify_cancel():
+                self._retire(step)      # withdrawn before it started: it never runs
+                continue
+            in_flight, error = None, None
             try:
-                if step.future.set_running_or_notify_cancel():
-                    try:
-                        step.future.set_result(step.compiled.run(step.arrays))
-                    except BaseException as exc:  # goes to whoever holds the future
-                        step.future.set_exception(exc)
-            finally:
-                step.arrays = None
-                self.admission.release()
-                self._end()
+                in_flight = step.compiled.submit(step.arrays)
+            except BaseException as exc:  # goes to whoever holds the future
+                error = exc
+            if not self._on_device and (in_flight is None or in_flight.done()):
+                self._complete(step, in_flight, error)   # nothing ahead of it in flight
+            else:
+                with self._on_device_lock:
+                    self._on_device += 1
+                self._start_completion()
+                self._completion_queue.put((step, in_flight, error))
+
+    def _completion_loop(self, role: str) -> None:
+        _local.role = role
+        while True:
+            item = self._completion_queue.get()
+            if item is _STOP:
+                return
+            self._complete(*item)     # waits for the step's events (GIL released)
+            with self._on_device_lock:
+                self._on_device -= 1
+
+    def _complete(self, step: Step, in_flight, error) -> None:
+        """Wait for a submitted step, then set its future, in submission order."""
+        if error is None:
+            try:
+                outputs = in_flight.result()
+            except BaseException as exc:
+                error = exc
+        step.arrays = None
+        # The place goes back before the future is set: the caller it wakes finds the
+        # pipeline idle (an awaited step may then run on its loop). The pending count
+        # drops after: sync() must not return before the future's callbacks were queued.
+        self.admission.release()
+        try:
+            if error is None:
+                step.future.set_result(outputs)
+            else:
+                step.future.set_exception(_naming_the_step(error, step))
+        finally:
+            self._end()
+
+    def _retire(self, step: Step) -> None:
+        """A step withdrawn before it started: it gives back its place, never runs."""
+        step.arrays = None
+        self.admission.release()
+        self._end()
 
     def _deliver_loop(self, role: str) -> None:
         _local.role = role
@@ -379,7 +462,7 @@ class _interrupts_held:
 async def _admit_then_enqueue(pipeline: "Pipeline", step: Step, admitted) -> None:
     try:
         try:
-            await pipeline.admission.acquire_async()
+            await pipeline.admission.acquire_async(step.compiled.depth_limit)
         except asyncio.CancelledError:
             # Only the loop shutting down cancels this internal task. The call was made, so
             # its step still runs: it queues for admission on the delivery thread, in order.
@@ -395,5 +478,13 @@ async def _admit_then_enqueue(pipeline: "Pipeline", step: Step, admitted) -> Non
 
 
 def _admit_blocking(pipeline: "Pipeline", step: Step) -> None:
-    pipeline.admission.acquire()
+    pipeline.admission.acquire(step.compiled.depth_limit)
     pipeline.enqueue(step)
+
+
+def _naming_the_step(error: BaseException, step: Step) -> BaseException:
+    """The error of a failed step, noted with the job and the step's number."""
+    job = getattr(getattr(step.compiled, "job", None), "__name__", "?")
+    if isinstance(error, Exception):   # never annotate KeyboardInterrupt and the like
+        error.add_note(f"(in step {step.seq} of this session, a call of job {job!r})")
+    return error
