@@ -1,9 +1,12 @@
 """The GPU backend: CuPy arrays on one CUDA device, cuBLAS matrix products, CuPy kernels.
 
-Everything a session does on the device (transfers, kernels, variable updates) is issued on
-one stream of the backend's own, so stream order alone keeps a step after the copies that
-feed it and a checkpoint after the step that produced its values; the host waits only on
-the events of :mod:`aioflow.runtime.device` (``Event.synchronize()`` releases the GIL).
+A session's kernels, variable updates and host transfers of variables are issued on one
+compute stream of the backend's own, so stream order keeps a step after the step before it
+and a checkpoint after the step that produced its values. A step's input and output
+copies run on two copy streams, ordered against the compute stream by events
+(:class:`CupyDevice`), so they overlap other steps' kernels; the host waits only on the
+events of :mod:`aioflow.runtime.device` (``Event.synchronize()`` releases the GIL), on
+the runtime's completion thread.
 
 ``import cupy`` succeeds on machines without a GPU, and a CuPy ``Stream`` built there
 raises (and raises again in its ``__del__``): :func:`probe` asks ``cupy.is_available()``
@@ -11,6 +14,7 @@ before anything is constructed.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Callable, Sequence
@@ -57,6 +61,11 @@ class CupyEvent(Event):
         self._event = cupy.cuda.Event(block=True, disable_timing=True)
         self._event.record(stream)
 
+    @property
+    def cuda_event(self):
+        """The ``cupy.cuda.Event``, for other streams to wait on."""
+        return self._event
+
     def done(self) -> bool:
         return self._event.done
 
@@ -72,8 +81,76 @@ class CupyEvent(Event):
         return True
 
 
+class _PinnedRing:
+    """Pinned (page-locked) host buffers by (shape, dtype), reused once released: copies
+    from pinned memory run asynchronously on a copy engine, and allocating it per step
+    would cost more than the copy."""
+
+    def __init__(self):
+        self._free: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self._lock = threading.Lock()
+
+    def take(self, shape, dtype) -> np.ndarray:
+        key = (tuple(shape), np.dtype(dtype))
+        with self._lock:
+            free = self._free[key]
+            if free:
+                return free.popleft()
+        import cupyx
+        return cupyx.empty_pinned(key[0], key[1])
+
+    def give_back(self, buffers) -> None:
+        with self._lock:
+            for buffer in buffers:
+                self._free[(buffer.shape, buffer.dtype)].append(buffer)
+
+
+class _PinnedStaged(Staged):
+    """Inputs copied from pinned buffers; the buffers return to the ring on release."""
+
+    def __init__(self, arrays, event, buffers, ring: _PinnedRing):
+        super().__init__(arrays, event, keep_alive=buffers)
+        self._ring = ring
+
+    def release(self) -> None:
+        buffers = self.keep_alive
+        super().release()      # refuses while the copy that reads the buffers may run
+        self._ring.give_back(buffers)
+
+
+class _PinnedFetched(Fetched):
+    """Outputs copied into pinned buffers; :meth:`take` copies them out and gives the
+    buffers back. Holds the device outputs until then (their memory must not be reused
+    while the copy reads it)."""
+
+    def __init__(self, arrays, event, device_outputs, ring: _PinnedRing):
+        super().__init__(arrays, event)
+        self._device_outputs = device_outputs
+        self._ring = ring
+
+    def take(self) -> list:
+        host = [np.array(buffer, copy=True) for buffer in self.arrays]
+        self._ring.give_back(self.arrays)
+        self.arrays, self._device_outputs = host, None
+        return host
+
+
 class CupyDevice:
-    """stage / launch / fetch on one CUDA stream (runtime/device.py's contract)."""
+    """stage / launch / fetch (runtime/device.py's contract) on three CUDA streams.
+
+    * ``copy_in``: a step's inputs go host -> pinned buffer (a memcpy on the calling
+      thread) -> device, asynchronously; the device arrays are allocated on this stream,
+      so CuPy's stream-ordered pool never hands their memory to the compute stream while
+      the copy may still write it;
+    * ``stream`` (compute): waits for the copy's event, then runs the step's kernels; the
+      backend's variables live here, in stream order from step to step;
+    * ``copy_out``: waits for the compute event, then copies the outputs into pinned
+      buffers.
+
+    So step N+1's copies run while step N computes, and step N-1's outputs come back
+    meanwhile. Staged inputs and device outputs are referenced until the step completes
+    (``InFlight.result``), after every stream that reads them finished.
+    """
 
     name = "gpu"
 
@@ -81,30 +158,38 @@ class CupyDevice:
         import cupy
         self.xp = cupy
         self.stream = stream
+        self.copy_in = cupy.cuda.Stream(non_blocking=True)
+        self.copy_out = cupy.cuda.Stream(non_blocking=True)
+        self.ring = _PinnedRing()
 
     def stage(self, host_arrays: Sequence) -> Staged:
         cupy = self.xp
-        arrays = []
-        with self.stream:
+        buffers, arrays = [], []
+        with self.copy_in:
             for host in host_arrays:
+                buffer = self.ring.take(host.shape, host.dtype)
+                np.copyto(buffer, host)
                 device_array = cupy.empty(host.shape, host.dtype)
-                device_array.set(host, stream=self.stream)
+                device_array.set(buffer, stream=self.copy_in)
+                buffers.append(buffer)
                 arrays.append(device_array)
-        return Staged(arrays, CupyEvent(self.stream), keep_alive=list(host_arrays))
+        return _PinnedStaged(arrays, CupyEvent(self.copy_in), buffers, self.ring)
 
     def launch(self, fn: Callable[[list], list], staged: Staged) -> Launched:
+        if isinstance(staged.event, CupyEvent):
+            self.stream.wait_event(staged.event.cuda_event)
         with self.stream:
             outputs = fn(staged.arrays)
         return Launched(outputs, CupyEvent(self.stream))
 
     def fetch(self, launched: Launched) -> Fetched:
-        import cupyx
-        arrays = []
+        self.copy_out.wait_event(launched.event.cuda_event)
+        buffers = []
         for output in launched.outputs:
-            host = cupyx.empty_pinned(output.shape, output.dtype)
-            output.get(stream=self.stream, out=host)
-            arrays.append(host)
-        return Fetched(arrays, CupyEvent(self.stream))
+            buffer = self.ring.take(output.shape, output.dtype)
+            output.get(stream=self.copy_out, out=buffer)
+            buffers.append(buffer)
+        return _PinnedFetched(buffers, CupyEvent(self.copy_out), launched.outputs, self.ring)
 
     def __repr__(self) -> str:
         return f"<CupyDevice cuda:{self.xp.cuda.Device().id}>"

@@ -129,8 +129,14 @@ class Launched:
 
 @dataclass
 class Fetched:
+    """Outputs on their way to the host; ``arrays`` are valid once ``event`` is done."""
     arrays: list
     event: Event = DONE
+
+    def take(self) -> list:
+        """The host outputs, once ``event`` is done: arrays the caller may keep (a device
+        with a ring of pinned output buffers copies out of it here and reuses them)."""
+        return self.arrays
 
 
 class HostDevice:
@@ -175,14 +181,19 @@ class InFlight:
         self.staged.release()
         if event.error is not None:
             raise event.error
-        return self.fetched.arrays
+        return self.fetched.take()
 
 
 def submit_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> InFlight:
     """Stage, launch and fetch one step on ``device`` without waiting for it."""
     staged = device.stage(host_arrays)
-    launched = device.launch(fn, staged)
-    return InFlight(staged, device.fetch(launched))
+    try:
+        launched = device.launch(fn, staged)
+        return InFlight(staged, device.fetch(launched))
+    except BaseException:
+        staged.event.wait()    # the staging buffers go back once nothing reads them
+        staged.release()
+        raise
 
 
 def run_step(device, fn: Callable[[list], list], host_arrays: Sequence) -> list:

@@ -166,3 +166,25 @@ async def test_awaited_steps_on_the_gpu_match_blocking_ones():
         awaited = [float((await train(x, y)).mean()) for x, y in data]
     assert train.compiled_for(default_session()).backend.name == "cupy"
     np.testing.assert_allclose(awaited, blocking, rtol=1e-6)
+
+
+async def test_overlapped_steps_on_the_gpu_read_their_own_inputs_in_order():
+    """Depth 3: step N+1's inputs are copied through the pinned ring while step N runs;
+    each result must be its own input's, in call order, and the buffers get reused."""
+    flow.config.pipeline_depth(3)
+    try:
+        @flow.global_function(type="predict")
+        def predict(x: tp.Numpy.Placeholder((256, 256))) -> tp.Numpy:
+            with flow.scope.placement("gpu", "0:0"):
+                return flow.matmul(x, x) + x
+
+        inputs = [np.full((256, 256), i / 256, np.float32) for i in range(30)]
+        results = await asyncio.gather(*[predict(x) for x in inputs])
+        compiled = predict.compiled_for(default_session())
+        assert compiled.backend.name == "cupy"
+        for x, result in zip(inputs, results):
+            np.testing.assert_allclose(result, x @ x + x, rtol=1e-5)
+        ring = compiled.backend.device.ring
+        assert sum(len(free) for free in ring._free.values()) <= 2 * 4   # reused, bounded
+    finally:
+        flow.config.pipeline_depth(2)
