@@ -58,7 +58,8 @@ def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private) -> np.n
         require_fits(value, want, f"{fn_name}() argument {name!r}")
         return value.astype(want)
     if private:  # the step may run after the caller reused its buffer
-        return np.array(value, order="C", copy=True)
+        # (``private`` may be the device's copier: straight into a staging buffer)
+        return private(value) if callable(private) else np.array(value, order="C", copy=True)
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
 

@@ -14,14 +14,13 @@ before anything is constructed.
 """
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime.device import Event, Fetched, Launched, Staged
+from ..runtime.device import Event, Fetched, Launched, RingStaged, Staged, StagingRing
 from .base import Backend, BackendUnavailable
 
 _probe_lock = threading.Lock()
@@ -81,41 +80,11 @@ class CupyEvent(Event):
         return True
 
 
-class _PinnedRing:
-    """Pinned (page-locked) host buffers by (shape, dtype), reused once released: copies
-    from pinned memory run asynchronously on a copy engine, and allocating it per step
-    would cost more than the copy."""
-
-    def __init__(self):
-        self._free: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self._lock = threading.Lock()
-
-    def take(self, shape, dtype) -> np.ndarray:
-        key = (tuple(shape), np.dtype(dtype))
-        with self._lock:
-            free = self._free[key]
-            if free:
-                return free.popleft()
-        import cupyx
-        return cupyx.empty_pinned(key[0], key[1])
-
-    def give_back(self, buffers) -> None:
-        with self._lock:
-            for buffer in buffers:
-                self._free[(buffer.shape, buffer.dtype)].append(buffer)
-
-
-class _PinnedStaged(Staged):
-    """Inputs copied from pinned buffers; the buffers return to the ring on release."""
-
-    def __init__(self, arrays, event, buffers, ring: _PinnedRing):
-        super().__init__(arrays, event, keep_alive=buffers)
-        self._ring = ring
-
-    def release(self) -> None:
-        buffers = self.keep_alive
-        super().release()      # refuses while the copy that reads the buffers may run
-        self._ring.give_back(buffers)
+def _empty_pinned(shape, dtype) -> np.ndarray:
+    """A numpy array in page-locked memory: copies from it run on a copy engine,
+    asynchronously; allocating it per step would cost more than the copy."""
+    import cupyx
+    return cupyx.empty_pinned(shape, dtype)
 
 
 class _PinnedFetched(Fetched):
@@ -123,7 +92,7 @@ class _PinnedFetched(Fetched):
     buffers back. Holds the device outputs until then (their memory must not be reused
     while the copy reads it)."""
 
-    def __init__(self, arrays, event, device_outputs, ring: _PinnedRing):
+    def __init__(self, arrays, event, device_outputs, ring: StagingRing):
         super().__init__(arrays, event)
         self._device_outputs = device_outputs
         self._ring = ring
@@ -160,27 +129,46 @@ class CupyDevice:
         self.stream = stream
         self.copy_in = cupy.cuda.Stream(non_blocking=True)
         self.copy_out = cupy.cuda.Stream(non_blocking=True)
-        self.ring = _PinnedRing()
+        self.ring = StagingRing(_empty_pinned)
+        # A list to record (start, end) CUDA timing events around each step's kernels in
+        # (benchmarks/pipeline_depth.py), or None: timing events cost a little.
+        self.timings: list | None = None
 
     def stage(self, host_arrays: Sequence) -> Staged:
         cupy = self.xp
         buffers, arrays = [], []
         with self.copy_in:
             for host in host_arrays:
-                buffer = self.ring.take(host.shape, host.dtype)
-                np.copyto(buffer, host)
+                buffer = self.ring.claim(host)    # copied at the call, or now
                 device_array = cupy.empty(host.shape, host.dtype)
                 device_array.set(buffer, stream=self.copy_in)
                 buffers.append(buffer)
                 arrays.append(device_array)
-        return _PinnedStaged(arrays, CupyEvent(self.copy_in), buffers, self.ring)
+        return RingStaged(arrays, CupyEvent(self.copy_in), buffers, self.ring)
+
+    def private_copy(self, value: np.ndarray) -> np.ndarray:
+        """A call's argument copied now, straight into a pinned staging buffer."""
+        return self.ring.lend_copy(value)
 
     def launch(self, fn: Callable[[list], list], staged: Staged) -> Launched:
         if isinstance(staged.event, CupyEvent):
             self.stream.wait_event(staged.event.cuda_event)
+        timings = self.timings
+        if timings is not None:
+            start = self.xp.cuda.Event()
+            start.record(self.stream)
         with self.stream:
             outputs = fn(staged.arrays)
+        if timings is not None:
+            end = self.xp.cuda.Event()
+            end.record(self.stream)
+            timings.append((start, end))
         return Launched(outputs, CupyEvent(self.stream))
+
+    def elapsed_ms(self, start, end) -> float:
+        """Milliseconds between two recorded timing events (waits for ``end``)."""
+        end.synchronize()
+        return self.xp.cuda.get_elapsed_time(start, end)
 
     def fetch(self, launched: Launched) -> Fetched:
         self.copy_out.wait_event(launched.event.cuda_event)

@@ -31,7 +31,6 @@ equal the CPU backend's.
 """
 from __future__ import annotations
 
-import collections
 import queue
 import threading
 import time
@@ -39,7 +38,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime.device import Event, Fetched, Launched, Staged, ThreadEvent
+from ..runtime.device import (Event, Fetched, Launched, RingStaged, Staged, StagingRing,
+                              ThreadEvent)
 from .base import Backend
 
 __all__ = ["SimulatedBackend", "SimulatedDevice", "SimulatedDeviceError"]
@@ -117,47 +117,6 @@ class _Stream:
             event.set(error)
 
 
-class _StagingRing:
-    """Host staging buffers by (shape, dtype), reused once released."""
-
-    def __init__(self, poison: bool):
-        self.poison = poison
-        self._free: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self._lock = threading.Lock()
-        self.allocated = 0
-
-    def take(self, shape, dtype) -> np.ndarray:
-        key = (tuple(shape), np.dtype(dtype))
-        with self._lock:
-            free = self._free[key]
-            if free:
-                return free.popleft()
-            self.allocated += 1
-        return np.empty(shape, dtype)
-
-    def give_back(self, buffers) -> None:
-        for buffer in buffers:
-            if self.poison:
-                buffer[...] = (np.nan if buffer.dtype.kind in "fc"
-                               else np.iinfo(buffer.dtype).min if buffer.dtype.kind in "iu"
-                               else 0)
-            with self._lock:
-                self._free[(buffer.shape, buffer.dtype)].append(buffer)
-
-
-class _RingStaged(Staged):
-    """Staged inputs whose host buffers return to the ring when released."""
-
-    def __init__(self, arrays, event, buffers, ring: _StagingRing):
-        super().__init__(arrays, event, keep_alive=buffers)
-        self._ring = ring
-
-    def release(self) -> None:
-        buffers = self.keep_alive
-        super().release()      # refuses while the copy that reads the buffers may run
-        self._ring.give_back(buffers)
-
-
 class SimulatedDevice:
     """stage / launch / fetch (runtime/device.py's contract) on simulated streams."""
 
@@ -169,21 +128,22 @@ class SimulatedDevice:
         self.copy_in = _Stream("copy-in", copy_ms / 1000, self)
         self.compute = _Stream("compute", compute_ms / 1000, self)
         self.copy_out = _Stream("copy-out", fetch_ms / 1000, self)
-        self.ring = _StagingRing(poison)
+        self.ring = StagingRing(np.empty, poison)
         self.broken: BaseException | None = None
 
     def stage(self, host_arrays: Sequence) -> Staged:
-        buffers, device_arrays = [], []
-        for host in host_arrays:
-            buffer = self.ring.take(host.shape, host.dtype)
-            np.copyto(buffer, host)      # the host's copy into pinned memory, done now
-            buffers.append(buffer)
-            device_arrays.append(np.empty_like(host))
+        # The host's copy into pinned memory, done now (or already, at the call).
+        buffers = [self.ring.claim(host) for host in host_arrays]
+        device_arrays = [np.empty_like(buffer) for buffer in buffers]
 
         def copy() -> None:
             for device_array, buffer in zip(device_arrays, buffers):
                 np.copyto(device_array, buffer)
-        return _RingStaged(device_arrays, self.copy_in.submit(copy), buffers, self.ring)
+        return RingStaged(device_arrays, self.copy_in.submit(copy), buffers, self.ring)
+
+    def private_copy(self, value: np.ndarray) -> np.ndarray:
+        """A call's argument copied now, straight into a staging buffer."""
+        return self.ring.lend_copy(value)
 
     def launch(self, fn: Callable[[list], list], staged: Staged) -> Launched:
         launched = Launched([])

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import asyncio
 
-import numpy as np
-
 from ..signature import rebuild_result
 from .pipeline import NOT_RUN
-from .results import (CallbackRegistrar, CallbackSlot, LegacyResult, check_may_block,
-                      foreign_async_library, in_worker_thread, invoke, running_loop)
+from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
+                      check_may_block, foreign_async_library, in_worker_thread, invoke,
+                      running_loop)
 
 
 def call_job(job, compiled, arrays):
@@ -19,7 +18,7 @@ def call_job(job, compiled, arrays):
 
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
-            return _await_value(pipeline, compiled, arrays, spec)
+            return JobCall(_await_value(pipeline, compiled, arrays, spec), job.__name__)
         if foreign_async_library() is not None:  # a trio task: the blocking call, awaited
             return in_worker_thread(call_job, job, compiled, arrays)
         check_may_block(f"calling job {job.__name__}")
@@ -73,7 +72,7 @@ async def _await_value(pipeline, compiled, arrays, spec):
             return None if spec.is_none else rebuild_result(compiled.template, outputs)
     # Queued, the step reads its inputs after this task yields, while other tasks may
     # write to the caller's arrays: it gets copies (what the other forms copy at the call).
-    arrays = [np.array(a, copy=True) for a in arrays]
+    arrays = [compiled.private_copy(a) for a in arrays]
     await pipeline.admission.acquire_async(compiled.depth_limit)
     step = pipeline.new_step(compiled, arrays)
     pipeline.enqueue(step)

@@ -42,14 +42,16 @@ its events are born complete, and a step costs a few extra function calls.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 __all__ = ["Event", "ThreadEvent", "DONE", "Staged", "Launched", "Fetched", "HostDevice",
-           "InFlight", "submit_step", "run_step"]
+           "InFlight", "StagingRing", "RingStaged", "submit_step", "run_step"]
 
 
 class Event:
@@ -137,6 +139,82 @@ class Fetched:
         """The host outputs, once ``event`` is done: arrays the caller may keep (a device
         with a ring of pinned output buffers copies out of it here and reuses them)."""
         return self.arrays
+
+
+class StagingRing:
+    """Host staging buffers by (shape, dtype), reused once released (a device's pinned
+    buffers; ``allocate(shape, dtype)`` makes a new one when none is free).
+
+    A call that returns before its step read its arguments copies them at once
+    (``lend_copy``): straight into a staging buffer, which :meth:`claim` then recognises
+    when the step is staged, so an input is copied on the host once, not twice.
+    ``poison``: released buffers are filled with NaN (integers with their minimum), so a
+    buffer reused too early shows in results (tests).
+    """
+
+    def __init__(self, allocate: Callable = np.empty, poison: bool = False):
+        self._allocate = allocate
+        self.poison = poison
+        self._free: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self._lent: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+        self.allocated = 0
+
+    def take(self, shape, dtype) -> np.ndarray:
+        key = (tuple(shape), np.dtype(dtype))
+        with self._lock:
+            free = self._free[key]
+            if free:
+                return free.popleft()
+            self.allocated += 1
+        return self._allocate(key[0], key[1])
+
+    def lend_copy(self, value: np.ndarray) -> np.ndarray:
+        """A staging buffer holding a copy of ``value``, for the step that will stage it."""
+        buffer = self.take(value.shape, value.dtype)
+        np.copyto(buffer, value)
+        with self._lock:
+            self._lent[id(buffer)] = buffer
+        return buffer
+
+    def claim(self, host: np.ndarray) -> np.ndarray:
+        """The staging buffer for ``host``: itself if it was lent (no second copy), else a
+        buffer with a copy of it."""
+        with self._lock:
+            lent = self._lent.pop(id(host), None)
+        if lent is host:
+            return host
+        buffer = self.take(host.shape, host.dtype)
+        np.copyto(buffer, host)
+        return buffer
+
+    def give_back(self, buffers) -> None:
+        for buffer in buffers:
+            if self.poison:
+                buffer[...] = (np.nan if buffer.dtype.kind in "fc"
+                               else np.iinfo(buffer.dtype).min if buffer.dtype.kind in "iu"
+                               else 0)
+            with self._lock:
+                free = self._free[(buffer.shape, buffer.dtype)]
+                # Calls awaited by the hundred each lend a buffer; keep only a pipeline's
+                # worth afterwards (pinned memory is scarce), the rest goes to the GC.
+                if len(free) < self.KEEP:
+                    free.append(buffer)
+
+    KEEP = 8   # free buffers kept per (shape, dtype)
+
+
+class RingStaged(Staged):
+    """Staged inputs whose host buffers return to a :class:`StagingRing` on release."""
+
+    def __init__(self, arrays, event, buffers, ring: StagingRing):
+        super().__init__(arrays, event, keep_alive=buffers)
+        self._ring = ring
+
+    def release(self) -> None:
+        buffers = self.keep_alive
+        super().release()      # refuses while the copy that reads the buffers may run
+        self._ring.give_back(buffers)
 
 
 class HostDevice:

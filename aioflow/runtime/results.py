@@ -13,7 +13,9 @@ no annotation (old)    ``.get()``/``.async_get()``  the same object
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import functools
+import inspect
 import sys
 import threading
 import warnings
@@ -228,3 +230,92 @@ class LegacyResult:
     def __del__(self):
         if not self._slot.registered:
             self._slot.register(None)
+
+
+class JobCall(collections.abc.Coroutine):
+    """What a job call returns where an event loop runs: await it for the value.
+
+    A coroutine (``asyncio.create_task``, ``gather`` and ``wait_for`` take it), whose step
+    is submitted when it is first awaited. Used as a value by mistake -- ``loss.mean()``,
+    ``np.asarray(loss)``, ``float(loss)``, ``loss[0]`` -- it raises a TypeError naming the
+    job and the fix; dropped without being awaited, it warns at the line of the call that
+    its step never ran.
+    """
+
+    __slots__ = ("_coro", "_job_name", "_where", "_taken")
+
+    def __init__(self, coro, job_name: str):
+        self._coro = coro
+        self._job_name = job_name
+        self._taken = False    # awaited, or driven by a Task: its step will be submitted
+        frame = sys._getframe(3)   # JobFunction.__call__ <- the user's line
+        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            frame = frame.f_back
+        self._where = (frame.f_code.co_filename, frame.f_lineno) if frame else None
+
+    # -- the coroutine protocol: all delegated ---------------------------------------------
+    def __await__(self):
+        self._taken = True   # `await job(x)` drops this object before the step starts
+        return self._coro.__await__()
+
+    def send(self, value):
+        self._taken = True
+        return self._coro.send(value)
+
+    def throw(self, *args):
+        return self._coro.throw(*args)
+
+    def close(self):
+        return self._coro.close()
+
+    # -- used as a value by mistake ------------------------------------------------------
+    def _misused(self, what: str):
+        raise TypeError(
+            f"{what} on the result of {self._job_name}(...), which is an awaitable: in "
+            "async code (an event loop runs in this thread) a job call returns before its "
+            f"step ran. Write `result = await {self._job_name}(...)`, or call it from "
+            "plain code (or through flow.blocking) to block for the value.")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._misused(f"attribute {name!r} read")
+
+    def __array__(self, *args, **kwargs):
+        self._misused("numpy conversion")
+
+    def __getitem__(self, key):
+        self._misused("indexing")
+
+    def __iter__(self):
+        self._misused("iteration")
+
+    def __len__(self):
+        self._misused("len()")
+
+    def __float__(self):
+        self._misused("float()")
+
+    def __int__(self):
+        self._misused("int()")
+
+    def __bool__(self):
+        self._misused("truth testing")
+
+    def __repr__(self) -> str:
+        return f"<awaitable result of {self._job_name}(...): await it for the value>"
+
+    def __del__(self):
+        coro = getattr(self, "_coro", None)
+        if (coro is None or getattr(self, "_taken", True)
+                or inspect.getcoroutinestate(coro) != inspect.CORO_CREATED):
+            return     # awaited (finished, under way, or about to start)
+        coro.close()   # not started: no step was submitted; say so instead of Python
+        filename, lineno = self._where or ("<unknown>", 0)
+        warnings.warn_explicit(
+            f"{self._job_name}(...) was called in async code but never awaited, so its "
+            f"step never ran: write `await {self._job_name}(...)`",
+            RuntimeWarning, filename, lineno)
+
+
+_PACKAGE_DIR = __file__.rsplit("/runtime/", 1)[0]

@@ -1,0 +1,57 @@
+"""A job call in async code returns an awaitable (runtime/results.py ``JobCall``): every
+asyncio entry point takes it, and using it as a value or dropping it says what to do."""
+import asyncio
+import gc
+
+import numpy as np
+import pytest
+
+import aioflow as flow
+import aioflow.typing as tp
+
+X = np.ones(3, np.float32)
+
+
+@pytest.fixture
+def double():
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def double_job(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
+        return x * 2
+    yield double_job
+    flow.clear_default_session()
+
+
+async def test_create_task_gather_wait_for_and_await_all_take_it(double):
+    expected = X * 2
+    np.testing.assert_array_equal(await double(X), expected)
+    np.testing.assert_array_equal(await asyncio.create_task(double(X)), expected)
+    np.testing.assert_array_equal(await asyncio.wait_for(double(X), 5), expected)
+    for result in await asyncio.gather(double(X), double(X)):
+        np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("misuse", [
+    lambda r: r.mean(), lambda r: np.asarray(r), lambda r: float(r), lambda r: r[0],
+    lambda r: list(r), lambda r: len(r), lambda r: bool(r)])
+async def test_using_the_awaitable_as_a_value_names_the_job_and_the_fix(double, misuse):
+    pending = double(X)
+    with pytest.raises(TypeError, match=r"double_job\(\.\.\.\).*await double_job"):
+        misuse(pending)
+    np.testing.assert_array_equal(await pending, X * 2)    # still usable afterwards
+
+
+async def test_a_dropped_call_warns_at_the_users_line_that_its_step_never_ran(double):
+    with pytest.warns(RuntimeWarning, match="double_job.*never awaited.*never ran") as got:
+        double(X)   # the line the warning must point at
+        gc.collect()
+    assert got[0].filename == __file__
+    with open(__file__) as source:
+        assert "double(X)" in source.read().splitlines()[got[0].lineno - 1]
+
+
+async def test_its_repr_says_to_await_it(double):
+    pending = double(X)
+    assert repr(pending) == "<awaitable result of double_job(...): await it for the value>"
+    await pending
