@@ -143,11 +143,12 @@ def multipart_file(content_type: str, body: bytes, magic: bytes, max_parts: int 
             raise BodyError(400, f"multipart form of more than {max_parts} parts (the "
                                  "limit)")
         head_start = position + 2
-        head_end = body.find(b"\r\n\r\n", head_start, head_start + MAX_PART_HEADER_BYTES + 4)
-        if head_end < 0:
-            if body.startswith(b"\r\n", head_start):  # a part without headers
-                head_end = head_start - 2
-            else:
+        if body.startswith(b"\r\n", head_start):  # a part without headers
+            head_end = head_start - 2
+        else:
+            head_end = body.find(b"\r\n\r\n", head_start,
+                                 head_start + MAX_PART_HEADER_BYTES + 4)
+            if head_end < 0:
                 raise BodyError(400, "malformed multipart form: a part's headers are "
                                      "unterminated or over 4096 bytes")
         headers = _part_headers(body[head_start:head_end]) if head_end > head_start else {}

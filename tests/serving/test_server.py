@@ -161,7 +161,11 @@ MALFORMED_JSON = [
     # (case, body bytes, status, text expected in the error)
     ("not JSON", b"this is not json", 400, "not valid JSON"),
     ("not UTF-8", b"\xff\xfe{", 400, "not valid JSON"),
-    ("deeply nested", b"[" * 100_000, 400, "not valid JSON"),
+    ("deeply nested", b"[" * 100_000, 400, "deeply nested"),
+    ("nested in an instance", b'{"instances": [' + b"[" * 900 + b"0]" + b"]" * 900, 400,
+     "deeply nested"),
+    ("far too many values", b'{"instances": [[' + b"0," * 20_000 + b"0]]}", 413,
+     "far more than the limit of 8 instances"),
     ("JSON array", b"[1, 2]", 400, '{"instances": [...]}'),
     ("no instances", b'{"inputs": [[0.5]]}', 400, '{"instances": [...]}'),
     ("instances not a list", b'{"instances": "x"}', 400, "non-empty list"),
