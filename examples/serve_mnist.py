@@ -14,6 +14,8 @@ An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST conve
   any size up to the pixel limit, grayscale or colour, dark-on-light or light-on-dark (it
   is scaled to 28x28, and inverted when its background is light). The predict route
   answers such uploads the same way;
+* ``GET /``: a page where one draws a digit and sees the ten probabilities as bars
+  (``serve_mnist_page.html``, self-contained);
 * ``GET /healthz`` (200 while serving, 503 while starting or draining) and ``GET /metrics``
   (Prometheus text: the batcher's queue, batch sizes, latencies, and HTTP responses).
 
@@ -29,6 +31,13 @@ first request. Limits: ``--max-body-bytes`` per request, ``--max-instances`` per
 as Pillow's ``Image.MAX_IMAGE_PIXELS``). Bodies are parsed as JSON or PNG only (no pickle
 anywhere); malformed input gets a 4xx JSON ``{"error": "..."}`` and the server keeps going.
 A full queue answers 503 with ``Retry-After``, a request slower than ``--timeout`` 504.
+
+The event loop never runs work a client can make long: bodies must arrive within
+``--body-timeout`` (408) and request heads within ``--header-timeout`` (closed), uvicorn
+caps connections (``--limit-concurrency``: 503); multipart forms, PNG chunk structure and
+JSON container counts are checked by bounded linear scans, and PNG decoding and large JSON
+parsing run on a small thread pool with a deadline (``--parse-timeout``: 504). A client
+that disconnects is logged in one INFO line. See docs/serving.md.
 
 ``app`` (module level) is configured from environment variables for ``uvicorn
 serve_mnist:app``: ``AIOFLOW_MNIST_CHECKPOINT``, ``AIOFLOW_MNIST_MODEL``,
