@@ -14,6 +14,8 @@ An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST conve
   any size up to the pixel limit, grayscale or colour, dark-on-light or light-on-dark (it
   is scaled to 28x28, and inverted when its background is light). The predict route
   answers such uploads the same way;
+* ``GET /``: a page where one draws a digit and sees the ten probabilities as bars
+  (``serve_mnist_page.html``, self-contained);
 * ``GET /healthz`` (200 while serving, 503 while starting or draining) and ``GET /metrics``
   (Prometheus text: the batcher's queue, batch sizes, latencies, and HTTP responses).
 
@@ -30,6 +32,13 @@ as Pillow's ``Image.MAX_IMAGE_PIXELS``). Bodies are parsed as JSON or PNG only (
 anywhere); malformed input gets a 4xx JSON ``{"error": "..."}`` and the server keeps going.
 A full queue answers 503 with ``Retry-After``, a request slower than ``--timeout`` 504.
 
+The event loop never runs work a client can make long: bodies must arrive within
+``--body-timeout`` (408) and request heads within ``--header-timeout`` (closed), uvicorn
+caps connections (``--limit-concurrency``: 503); multipart forms, PNG chunk structure and
+JSON container counts are checked by bounded linear scans, and PNG decoding and large JSON
+parsing run on a small thread pool with a deadline (``--parse-timeout``: 504). A client
+that disconnects is logged in one INFO line. See docs/serving.md.
+
 ``app`` (module level) is configured from environment variables for ``uvicorn
 serve_mnist:app``: ``AIOFLOW_MNIST_CHECKPOINT``, ``AIOFLOW_MNIST_MODEL``,
 ``AIOFLOW_MNIST_BATCHING`` (0/1), ``AIOFLOW_MNIST_BATCH_SIZE``.
@@ -38,14 +47,11 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import email.parser
-import email.policy
 import importlib.util
 import io
 import json
 import logging
 import os
-import struct
 import sys
 import time
 
@@ -54,12 +60,15 @@ from PIL import Image
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.serving import DynamicBatcher, ServingError
+from aioflow.serving.bodies import (PNG_SIGNATURE, BodyError, ClientDisconnected, check_png,
+                                    multipart_file, read_body)
+from aioflow.serving.offload import ParseBusyError, ParsePool, ParseTimeoutError
 
 try:  # ~9x faster than json on 784 floats: 18 us against 175 us per instance
     import orjson
@@ -71,7 +80,7 @@ log = logging.getLogger("serve_mnist")
 MODEL_NAME = "mnist"
 PREDICT_PATH = f"/v1/models/{MODEL_NAME}:predict"
 PNG_PATH = f"/v1/models/{MODEL_NAME}:classify-png"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_mnist_page.html")
 
 
 def _quickstart():
@@ -101,6 +110,17 @@ class ServerConfig:
     max_body_bytes: int = 4 << 20       # 64 instances of 784 long floats fit
     max_instances: int = 64
     max_image_pixels: int = 1 << 20     # width * height of an uploaded PNG
+    max_png_chunks: int = 1024          # an encoder writes a handful
+    max_form_parts: int = 16            # parts of a multipart upload
+    body_timeout: float = 15.0          # seconds for a whole body to arrive; beyond: 408
+    parse_timeout: float = 10.0         # seconds to parse/decode a body; beyond: 504
+    parse_threads: int = 2              # threads that parse large bodies and decode PNGs
+    parse_queue: int = 64               # parses waiting for a thread; beyond: 503
+    inline_parse_bytes: int = 64 << 10  # JSON bodies up to this are parsed on the loop
+    # uvicorn (run by main() only): connection-level limits
+    limit_concurrency: int = 256        # connections + requests; beyond: 503
+    header_timeout: float = 10.0        # seconds for a request's head; beyond: closed
+    timeout_keep_alive: float = 5.0     # seconds an idle keep-alive connection stays
 
     @classmethod
     def from_env(cls):
@@ -112,13 +132,8 @@ class ServerConfig:
                    batch_size=int(env("AIOFLOW_MNIST_BATCH_SIZE", default.batch_size)))
 
 
-class ApiError(Exception):
-    """A request the server refuses: answered as ``{"error": message}`` with ``status``."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+# A request the server refuses: answered as ``{"error": message}`` with ``status``.
+ApiError = BodyError
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -167,24 +182,6 @@ async def load_model(config: ServerConfig) -> DynamicBatcher:
 
 # -- request parsing ---------------------------------------------------------------------------
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) more than ``limit`` bytes, declared or streamed."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ApiError(400, "invalid Content-Length header")
-        if int(declared) > limit:
-            raise ApiError(413, f"request body of {declared} bytes is over the limit of "
-                                f"{limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 class _NonFinite(ValueError):
     pass
 
@@ -193,8 +190,28 @@ def _refuse_constant(name: str):
     raise _NonFinite(name)
 
 
+def check_json_size(body: bytes, max_instances: int) -> None:
+    """Refuse, before parsing, a body with far more lists, objects or values than
+    ``max_instances`` images hold: parsers build every container (3.9 MB of ``[],``
+    is 1.3 million lists, 0.4 s of a parser holding the GIL, whatever thread runs it) and
+    nest as deep as the body says. Counting bytes runs at memory speed. A valid request
+    has at most 1 + 29 lists, 812 separators and 1 object per instance; twice that is
+    allowed (brackets or commas inside strings count too), so a request only a little
+    over the limit still gets :func:`_images`' precise message."""
+    lists, objects = body.count(b"["), body.count(b"{")
+    if lists > 2 * 30 * max_instances + 8 or objects > 8:
+        raise ApiError(400, f"request body is not valid: {lists} lists and {objects} objects "
+                            f"are far more than {max_instances} instances need (deeply nested "
+                            f"JSON, or not images)")
+    values = body.count(b",")
+    if values > 2 * 812 * max_instances + 64:
+        raise ApiError(413, f"request body holds {values} values, far more than the limit "
+                            f"of {max_instances} instances of 784 numbers")
+
+
 def parse_instances(body: bytes, max_instances: int) -> np.ndarray:
     """``{"instances": [...]}`` -> float32 images (n, 1, 28, 28); ApiError if malformed."""
+    check_json_size(body, max_instances)
     if orjson is not None:
         try:
             return _images(orjson.loads(body), max_instances)
@@ -260,19 +277,6 @@ def _kind_name(array: np.ndarray) -> str:
                                                                  "non-numeric values")
 
 
-def png_size(body: bytes):
-    """(width, height) from a PNG's header, without decoding anything."""
-    if not body.startswith(PNG_SIGNATURE):
-        raise ApiError(415, "the body is not a PNG image (send the PNG file itself as the "
-                            "body, e.g. curl --data-binary @digit.png)")
-    if len(body) < 33 or body[12:16] != b"IHDR":
-        raise ApiError(400, "malformed PNG: it does not start with an IHDR chunk")
-    width, height = struct.unpack(">II", body[16:24])
-    if not width or not height:
-        raise ApiError(400, f"malformed PNG: size {width}x{height}")
-    return width, height
-
-
 def is_image_upload(content_type: str, body: bytes) -> bool:
     """A PNG sent as the body, or a multipart form (e.g. ``curl -F file=@digit.png``)."""
     kind = content_type.split(";", 1)[0].strip().lower()
@@ -280,39 +284,28 @@ def is_image_upload(content_type: str, body: bytes) -> bool:
             or body.startswith(PNG_SIGNATURE))
 
 
-def uploaded_png(content_type: str, body: bytes) -> bytes:
+def uploaded_png(content_type: str, body: bytes, max_parts: int = 16) -> bytes:
     """The PNG of an upload: the body itself, or the first file part of a multipart form
-    that holds a PNG. Parsed with the standard library's MIME parser (no new dependency);
-    the body's size was already limited by :func:`read_body`."""
+    that holds a PNG (a bounded, linear parser: :func:`aioflow.serving.bodies.multipart_file`)."""
     if content_type.split(";", 1)[0].strip().lower() != "multipart/form-data":
         return body
-    if "boundary=" not in content_type:
-        raise ApiError(400, "multipart/form-data upload without a boundary")
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    try:
-        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
-    except Exception as exc:  # whatever a malformed form makes the parser raise
-        raise ApiError(400, f"malformed multipart form: {exc}") from None
-    if not message.is_multipart():
-        raise ApiError(400, "malformed multipart form: no parts")
-    for part in message.iter_parts():
-        payload = part.get_payload(decode=True) or b""
-        if payload.startswith(PNG_SIGNATURE):
-            return payload
-    raise ApiError(415, "the form holds no PNG file (send one file field with a PNG image, "
-                        "e.g. curl -F file=@digit.png)")
+    png = multipart_file(content_type, body, PNG_SIGNATURE, max_parts)
+    if png is None:
+        raise ApiError(415, "the form holds no PNG file (send one file field with a PNG "
+                            "image, e.g. curl -F file=@digit.png)")
+    return png
 
 
-def decode_png(body: bytes, max_pixels: int) -> np.ndarray:
+def decode_png(body: bytes, max_pixels: int, max_chunks: int = 1024) -> np.ndarray:
     """A PNG -> (28, 28) float32 in [0, 1], light digit on dark as in MNIST.
 
-    The pixel count is checked from the header before Pillow decodes anything (a small
-    file can declare a huge image: a decompression bomb); Pillow is restricted to PNG.
+    The file's structure (every chunk's CRC, IEND present, a bounded number of chunks) and
+    its pixel count are checked before Pillow decodes anything (a small file can declare
+    a huge image: a decompression bomb; Pillow does not check image data CRCs, and accepts
+    truncated files when ``ImageFile.LOAD_TRUNCATED_IMAGES`` is set); Pillow is
+    restricted to PNG. Slow: run it off the event loop (the server's parse pool).
     """
-    width, height = png_size(body)
-    if width * height > max_pixels:
-        raise ApiError(413, f"image of {width}x{height} pixels is over the limit of "
-                            f"{max_pixels} pixels")
+    check_png(body, max_pixels, max_chunks)
     try:
         with Image.open(io.BytesIO(body), formats=["PNG"]) as image:
             if image.width * image.height > max_pixels:  # the header said otherwise
@@ -357,12 +350,22 @@ def create_app(config=None) -> Starlette:
                                        for i in range(0, len(images), step)))
         return np.concatenate(parts)
 
-    async def answer(route: str, request: Request, work) -> JSONResponse:
+    async def answer(route: str, request: Request, work) -> Response:
         try:
             payload = await work()
         except ApiError as exc:
-            return error(route, exc.status, exc.message)
-        except ServingError as exc:
+            # refused while its body was still arriving: the rest may be on its way, so
+            # this connection cannot carry another request and the answer closes it
+            closing = {"Connection": "close"} if getattr(exc, "while_reading", False) else None
+            return error(route, exc.status, exc.message, closing)
+        except ClientDisconnected as exc:
+            # nobody to answer: one line, no traceback (counted as nginx's 499)
+            client = request.client
+            log.info("serve_mnist: client %s disconnected on %s after %d bytes of its body",
+                     f"{client.host}:{client.port}" if client else "?", route, exc.received)
+            count(route, 499)
+            return Response(status_code=499)
+        except (ServingError, ParseBusyError, ParseTimeoutError) as exc:
             headers = {"Retry-After": "1"} if exc.status_code == 503 else None
             return error(route, exc.status_code, str(exc), headers)
         except Exception:
@@ -371,27 +374,49 @@ def create_app(config=None) -> Starlette:
         count(route, 200)
         return JSONResponse(payload)
 
+    async def body_of(request: Request) -> bytes:
+        try:
+            return await read_body(request.receive, request.headers, config.max_body_bytes,
+                                   config.body_timeout)
+        except BodyError as exc:
+            exc.while_reading = True
+            raise
+
+    def png_pixels(content_type: str, body: bytes) -> np.ndarray:
+        png = uploaded_png(content_type, body, config.max_form_parts)
+        return decode_png(png, config.max_image_pixels, config.max_png_chunks)
+
     async def classify(request: Request, body: bytes) -> dict:
-        png = uploaded_png(request.headers.get("content-type", ""), body)
-        pixels = await asyncio.to_thread(decode_png, png, config.max_image_pixels)
+        # multipart parsing and PNG decoding cost what the client chooses: off the loop
+        pixels = await request.app.state.parse_pool.run(
+            png_pixels, request.headers.get("content-type", ""), body)
         probabilities = await run_model(request, pixels.reshape(1, 1, 28, 28))
         return {"predictions": probabilities.tolist(),
                 "classes": probabilities.argmax(axis=1).tolist()}
 
-    async def predict(request: Request) -> JSONResponse:
+    async def instances(request: Request, body: bytes) -> np.ndarray:
+        if len(body) <= config.inline_parse_bytes:  # a few instances: cheaper than a thread
+            return parse_instances(body, config.max_instances)
+        return await request.app.state.parse_pool.run(parse_instances, body,
+                                                      config.max_instances)
+
+    async def predict(request: Request) -> Response:
         async def work():
-            body = await read_body(request, config.max_body_bytes)
+            body = await body_of(request)
             if is_image_upload(request.headers.get("content-type", ""), body):
                 return await classify(request, body)
-            images = parse_instances(body, config.max_instances)
-            probabilities = await run_model(request, images)
+            probabilities = await run_model(request, await instances(request, body))
             return {"predictions": probabilities.tolist()}
         return await answer("predict", request, work)
 
-    async def classify_png(request: Request) -> JSONResponse:
+    async def classify_png(request: Request) -> Response:
         async def work():
-            return await classify(request, await read_body(request, config.max_body_bytes))
+            return await classify(request, await body_of(request))
         return await answer("classify-png", request, work)
+
+    async def page(request: Request) -> HTMLResponse:
+        count("page", 200)
+        return HTMLResponse(page_html)
 
     async def healthz(request: Request) -> JSONResponse:
         model = getattr(request.app.state, "model", None)
@@ -420,6 +445,8 @@ def create_app(config=None) -> Starlette:
     async def lifespan(app: Starlette):
         started = time.perf_counter()
         app.state.model = await load_model(config)
+        app.state.parse_pool = ParsePool(config.parse_threads, config.parse_queue,
+                                         config.parse_timeout, name="serve_mnist-parse")
         log.info("serve_mnist: %s model loaded from %s in %.2f s (batching %s)",
                  config.model, os.path.abspath(config.checkpoint),
                  time.perf_counter() - started, "on" if config.batching else "off")
@@ -427,8 +454,12 @@ def create_app(config=None) -> Starlette:
             yield
         finally:
             await app.state.model.close(timeout=config.timeout)  # drain queued requests
+            app.state.parse_pool.close()
 
-    routes = [Route(PREDICT_PATH, predict, methods=["POST"]),
+    with open(PAGE, encoding="utf-8") as file:  # the drawing page, self-contained
+        page_html = file.read()
+    routes = [Route("/", page, methods=["GET"]),
+              Route(PREDICT_PATH, predict, methods=["POST"]),
               Route(PNG_PATH, classify_png, methods=["POST"]),
               Route("/healthz", healthz, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"])]
@@ -465,6 +496,23 @@ def main(argv=None) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=default.max_body_bytes)
     parser.add_argument("--max-instances", type=int, default=default.max_instances)
     parser.add_argument("--max-image-pixels", type=int, default=default.max_image_pixels)
+    parser.add_argument("--max-png-chunks", type=int, default=default.max_png_chunks)
+    parser.add_argument("--max-form-parts", type=int, default=default.max_form_parts)
+    parser.add_argument("--body-timeout", type=float, default=default.body_timeout,
+                        help="seconds for a request body to arrive (else 408)")
+    parser.add_argument("--parse-timeout", type=float, default=default.parse_timeout,
+                        help="seconds to parse a body or decode a PNG (else 504)")
+    parser.add_argument("--parse-threads", type=int, default=default.parse_threads)
+    parser.add_argument("--parse-queue", type=int, default=default.parse_queue,
+                        help="parses waiting for a thread (beyond: 503)")
+    parser.add_argument("--inline-parse-bytes", type=int, default=default.inline_parse_bytes,
+                        help="JSON bodies up to this size are parsed on the event loop")
+    parser.add_argument("--limit-concurrency", type=int, default=default.limit_concurrency,
+                        help="open connections + requests (beyond: 503; uvicorn)")
+    parser.add_argument("--header-timeout", type=float, default=default.header_timeout,
+                        help="seconds for a request's line and headers (else closed)")
+    parser.add_argument("--timeout-keep-alive", type=float,
+                        default=default.timeout_keep_alive)
     parser.add_argument("--no-access-log", action="store_true")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
@@ -475,12 +523,24 @@ def main(argv=None) -> None:
                           max_inflight_batches=args.max_inflight_batches,
                           timeout=args.timeout, max_body_bytes=args.max_body_bytes,
                           max_instances=args.max_instances,
-                          max_image_pixels=args.max_image_pixels)
+                          max_image_pixels=args.max_image_pixels,
+                          max_png_chunks=args.max_png_chunks,
+                          max_form_parts=args.max_form_parts,
+                          body_timeout=args.body_timeout, parse_timeout=args.parse_timeout,
+                          parse_threads=args.parse_threads, parse_queue=args.parse_queue,
+                          inline_parse_bytes=args.inline_parse_bytes,
+                          limit_concurrency=args.limit_concurrency,
+                          header_timeout=args.header_timeout,
+                          timeout_keep_alive=args.timeout_keep_alive)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
     import uvicorn
+    from aioflow.serving.http_limits import head_timeout_protocol
     uvicorn.run(create_app(config), host=args.host, port=args.port,
                 log_level=args.log_level, access_log=not args.no_access_log,
-                timeout_graceful_shutdown=config.timeout + 5)
+                timeout_graceful_shutdown=config.timeout + 5,
+                http=head_timeout_protocol(config.header_timeout),
+                limit_concurrency=config.limit_concurrency,
+                timeout_keep_alive=config.timeout_keep_alive)
 
 
 if __name__ == "__main__":

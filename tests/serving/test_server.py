@@ -2,19 +2,13 @@
 app's lifespan driven by asgi-lifespan's LifespanManager (startup and shutdown run in the
 test's own event loop, as under uvicorn), and once as a real uvicorn process on 127.0.0.1.
 
-The checkpoint is a small MLP, trained for a few steps on the bundled digits and saved
-the way quickstart.py saves it.
+The checkpoint (``conftest.py``) is a small MLP, trained for a few steps on the bundled
+digits and saved the way quickstart.py saves it.
 """
 import asyncio
-import importlib.util
 import io
 import json
-import os
-import signal
-import socket
 import struct
-import subprocess
-import sys
 import time
 import zlib
 
@@ -25,27 +19,17 @@ from asgi_lifespan import LifespanManager
 from PIL import Image
 
 import aioflow as flow
-import aioflow.typing as tp
 from aioflow import checkpoint_io
 from aioflow import session as session_mod
+from serving_helpers import ServerProcess, load_server_module
 
 pytestmark = pytest.mark.timeout(60)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "examples", "serve_mnist.py")
 PREDICT = "/v1/models/mnist:predict"
 PNG = "/v1/models/mnist:classify-png"
 
 
-def _load_server_module():
-    spec = importlib.util.spec_from_file_location("serve_mnist_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-serve_mnist = _load_server_module()
+serve_mnist = load_server_module()
 
 
 @pytest.fixture(autouse=True)
@@ -59,30 +43,6 @@ def fresh_session():
 def digits():
     (train_x, train_y), (test_x, test_y) = flow.data.load_digits(100, 100)
     return train_x, train_y, test_x[0], test_y[0]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, digits):
-    """A quickstart-style MLP checkpoint (15 SGD steps on the bundled digits)."""
-    train_x, train_y, _, _ = digits
-    mlp = serve_mnist._quickstart().mlp
-    flow.clear_default_session()
-
-    @flow.global_function(type="train")
-    def train_job(images: tp.Numpy.Placeholder((100, 1, 28, 28), dtype=flow.float),
-                  labels: tp.Numpy.Placeholder((100,), dtype=flow.int32)) -> tp.Numpy:
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, mlp(images, True))
-        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]),
-                           momentum=0).minimize(loss)
-        return loss
-
-    flow.train.CheckPoint().init()
-    for i in range(15):
-        train_job(train_x[i % len(train_x)], train_y[i % len(train_y)])
-    path = tmp_path_factory.mktemp("serving") / "mlp_model"
-    flow.checkpoint.save(str(path))
-    flow.clear_default_session()
-    return str(path)
 
 
 def reference_probabilities(checkpoint, images):
@@ -201,7 +161,11 @@ MALFORMED_JSON = [
     # (case, body bytes, status, text expected in the error)
     ("not JSON", b"this is not json", 400, "not valid JSON"),
     ("not UTF-8", b"\xff\xfe{", 400, "not valid JSON"),
-    ("deeply nested", b"[" * 100_000, 400, "not valid JSON"),
+    ("deeply nested", b"[" * 100_000, 400, "deeply nested"),
+    ("nested in an instance", b'{"instances": [' + b"[" * 900 + b"0]" + b"]" * 900, 400,
+     "deeply nested"),
+    ("far too many values", b'{"instances": [[' + b"0," * 20_000 + b"0]]}", 413,
+     "far more than the limit of 8 instances"),
     ("JSON array", b"[1, 2]", 400, '{"instances": [...]}'),
     ("no instances", b'{"inputs": [[0.5]]}', 400, '{"instances": [...]}'),
     ("instances not a list", b'{"instances": "x"}', 400, "non-empty list"),
@@ -279,8 +243,8 @@ async def test_malformed_uploads_get_a_clear_4xx_and_serving_continues(client):
         ("JPEG magic", b"\xff\xd8\xff\xe0" + b"\x00" * 100, 415, "not a PNG image"),
         ("empty", b"", 415, "not a PNG image"),
         ("signature only", b"\x89PNG\r\n\x1a\n", 400, "malformed PNG"),
-        ("truncated", noise[:len(noise) // 2], 400, "could not decode the PNG"),
-        ("corrupt data", noise[:41] + bytes(len(noise) - 41), 400, "could not decode"),
+        ("truncated", noise[:len(noise) // 2], 400, "malformed PNG: truncated"),
+        ("corrupt data", noise[:41] + bytes(len(noise) - 41), 400, "malformed PNG"),
         ("bomb header", fake_png_header(100_000, 100_000), 413, "over the limit of 40000 pixels"),
         ("too many pixels", solid, 413, "image of 300x300 pixels"),
         ("zero size", fake_png_header(0, 5), 400, "malformed PNG"),
@@ -366,31 +330,11 @@ async def test_startup_fails_clearly_without_a_usable_checkpoint(checkpoint, tmp
             pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def test_real_uvicorn_on_loopback(checkpoint):
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, SCRIPT, "--checkpoint", checkpoint, "--model", "mlp",
-         "--port", str(port), "--batch-size", "8", "--no-access-log", "--log-level", "warning"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+async def test_real_uvicorn_on_loopback(checkpoint, tmp_path):
+    server = ServerProcess(checkpoint, tmp_path / "server.log", "--log-level", "warning")
     try:
-        async with httpx.AsyncClient(base_url=base, timeout=10) as c:
-            deadline = time.monotonic() + 40
-            while True:
-                assert process.poll() is None, process.stdout.read().decode()
-                try:
-                    if (await c.get("/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "the server did not start within 40 s"
-                await asyncio.sleep(0.1)
+        await asyncio.to_thread(server.wait_healthy)
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as c:
             responses = await asyncio.gather(*(c.post(PREDICT, json=_valid_body())
                                                for _ in range(16)))
             assert [r.status_code for r in responses] == [200] * 16
@@ -402,12 +346,6 @@ async def test_real_uvicorn_on_loopback(checkpoint):
             assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
             metrics = (await c.get("/metrics")).text
             assert 'aioflow_serving_succeeded_total{model="mnist"} 18' in metrics
-        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown: drain, lifespan
-        output, _ = await asyncio.to_thread(process.communicate, timeout=30)
-        assert process.returncode == 0, output.decode()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-        if process.stdout:
-            process.stdout.close()
+        status = await asyncio.to_thread(server.stop)  # SIGINT: drain, lifespan shutdown
+    assert status == 0, server.log()
