@@ -32,6 +32,7 @@ from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expa
 from .runtime.results import blocking
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
+from .model_summary import summary
 from .variables import get_variable
 
 __version__ = "0.1.0"
