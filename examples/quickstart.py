@@ -21,7 +21,6 @@ import numpy as np
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow.progress import TrainingLog, plot
 
 BATCH_SIZE = 100
 
@@ -65,6 +64,8 @@ def main(argv=None):
                         help="save the curves as <log-dir>/curves.png (needs matplotlib)")
     parser.add_argument("--summary", action="store_true", help="print the model summary")
     args = parser.parse_args(argv)
+    # imported here: examples/serve_mnist.py imports this module for its models only
+    from aioflow.progress import TrainingLog, plot
     flow.random.seed(args.seed)
     model = lenet if args.model == "lenet" else mlp
 
