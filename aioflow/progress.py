@@ -10,7 +10,7 @@ is installed and the output is a terminal; otherwise plain lines, about ten per 
 shows progress on ``stream`` (default ``sys.stderr``, so standard output keeps only what
 the script itself prints):
 
->>> import io, os, tempfile
+>>> import io, tempfile
 >>> from aioflow.progress import TrainingLog
 >>> d = tempfile.mkdtemp()
 >>> out = io.StringIO()
@@ -18,9 +18,10 @@ the script itself prints):
 ...     for loss in (2.0, 1.5, 1.0, 0.5):
 ...         log.step(loss)
 ...     log.epoch_end(accuracy=0.75)
->>> open(os.path.join(d, "steps.csv")).read().splitlines()[:2]   # doctest: +ELLIPSIS
+>>> from pathlib import Path
+>>> Path(d, "steps.csv").read_text().splitlines()[:2]   # doctest: +ELLIPSIS
 ['step,epoch,loss,seconds', '1,0,2.0,...']
->>> open(os.path.join(d, "epochs.csv")).read().splitlines()[1].startswith("0,0.75,")
+>>> Path(d, "epochs.csv").read_text().splitlines()[1].startswith("0,0.75,")
 True
 >>> "epoch 1/1" in out.getvalue() and "steps/s" in out.getvalue()
 True
