@@ -110,6 +110,12 @@ class JobFunction:
         """The compiled graph in the default session (compiles the job if needed)."""
         return self.compiled_for(session_mod.default_session()).graph
 
+    def summary(self, print_: bool = True):
+        """Each op of the compiled job with its output shape, parameters and FLOPs per
+        step, then the totals and the plan's peak memory (``flow.summary(job)``)."""
+        from .model_summary import summary
+        return summary(self, print_)
+
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         spec = self.return_spec

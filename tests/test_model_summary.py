@@ -57,3 +57,13 @@ def test_summary_does_not_run_a_step():
 def test_summary_refuses_a_plain_function():
     with pytest.raises(TypeError, match="flow.summary: expected a job function .* got function"):
         flow.summary(lambda x: x)
+
+
+def test_the_job_method_gives_the_same_summary():
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def predict(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        return flow.layers.dense(x, 4, name="fc")
+    by_method = predict.summary(print_=False)
+    assert by_method.params == flow.summary(predict, print_=False).params == 3 * 4 + 4
