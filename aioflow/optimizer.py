@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 
+# The suffixes of optimizer slot variables (``<variable>-<slot>``), across optimizers.
+SLOT_NAMES = frozenset({"momentum", "m", "v", "mean_square", "mean_gradient"})
+
+
 class Optimizer:
     """Base: holds the learning-rate schedule; ``minimize(loss)`` marks the job's target."""
 
