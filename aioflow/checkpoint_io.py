@@ -677,15 +677,17 @@ def read_arrays(
     """Read and validate variables from the checkpoint directory ``path``.
 
     Which variables: ``names`` if given, else the keys of ``expected`` if given, else
-    every sub-folder holding an ``out`` file (sorted). For each one, shape and dtype
-    come from its ``meta`` file; when there is none (OneFlow v0.2 checkpoints), from
+    every sub-folder holding a variable's file (``out``, ``meta`` or ``sha256sum``;
+    sorted). For each one, shape and dtype come from its ``meta`` file; when there is none (OneFlow v0.2 checkpoints), from
     ``expected[name]``; with neither it is an error. When both exist they must agree.
     The ``out`` file must hold exactly ``prod(shape) * itemsize`` bytes.
 
     Every variable is checked before anything is read, and every problem found is
     reported in one :class:`CheckpointError` whose lines name the variable and the
     file; nothing is returned unless everything is valid, so a caller assigning the
-    result changes nothing on failure. ``strict=False`` skips (omits from the result)
+    result changes nothing on failure. A ``sha256sum`` file beside ``out`` (aioflow
+    writes one; OneFlow did not) must match ``out`` and ``meta``: a mismatch is refused
+    naming the variable. ``strict=False`` skips (omits from the result)
     variables whose folder or ``out`` file is missing -- the caller initializes those,
     as OneFlow's loader did -- but a variable that exists and is wrong still fails.
 
@@ -864,7 +866,8 @@ def read_arrays(
 
 
 def variable_names(path) -> list[str]:
-    """The variables a checkpoint directory holds: its folders with an ``out`` file, sorted.
+    """The variables a checkpoint directory holds: its folders with an ``out``, ``meta`` or
+    ``sha256sum`` file, sorted.
 
     >>> import os, tempfile, numpy as np
     >>> with tempfile.TemporaryDirectory() as d:
@@ -879,8 +882,11 @@ def variable_names(path) -> list[str]:
 
 
 def _names_in(root: str) -> list[str]:
+    # A folder holding any of a variable's files is a variable: one whose ``out`` was
+    # lost is then reported missing instead of silently left out.
     return sorted(e for e in os.listdir(root)
-                  if os.path.isfile(os.path.join(root, e, DATA_FILENAME)))
+                  if any(os.path.isfile(os.path.join(root, e, f))
+                         for f in (DATA_FILENAME, META_FILENAME, SUM_FILENAME)))
 
 
 def _require_checkpoint_dir(root: str) -> None:
