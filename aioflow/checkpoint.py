@@ -21,12 +21,14 @@ and ``meta`` (shape and dtype), plus an empty ``snapshot_done``; see
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
 from . import checkpoint_io
+from .checkpoint_io import CheckpointError, CheckpointWarning
 from .runtime.results import blocking_entry
-from .session import default_session
+from .session import _user_stacklevel, default_session
 
 
 __all__ = [
@@ -35,7 +37,19 @@ __all__ = [
     "get",
     "load_variables",
     "CheckPoint",
+    "CheckpointMismatchError",
 ]
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint's variables are not the session's: ``missing`` (variables of the
+    session it has no value for) and ``unexpected`` (variables it holds that the session
+    does not have), both sorted lists of names."""
+
+    def __init__(self, message: str, missing: list[str], unexpected: list[str]):
+        super().__init__(message)
+        self.missing = missing
+        self.unexpected = unexpected
 
 
 def _ready_session():
@@ -131,11 +145,22 @@ class CheckPoint:
         save(path, overwrite=overwrite)
 
     @blocking_entry
-    def load(self, path) -> None:
-        """Load all variables from ``path``; nothing changes unless every file is valid.
+    def load(self, path, strict: bool = True) -> None:
+        """Load every variable of the session from ``path``, all or nothing.
 
-        Model variables must all be present; optimizer state and step counters missing
-        from the checkpoint start from zero.
+        Strict by default (as PyTorch's ``load_state_dict``): when a variable of the
+        session -- model variable, optimizer slot or step counter -- has no value in the
+        checkpoint, or the checkpoint holds variables the session does not have, one
+        :class:`CheckpointMismatchError` lists the missing and the unexpected names and
+        nothing changes. One exception keeps the seeds' eval scripts working: a session
+        with no training state (only predict jobs) ignores the optimizer slots and step
+        counters of a checkpoint saved by training.
+
+        ``strict=False`` loads what matches and warns (:class:`CheckpointWarning`) with the
+        same lists; variables missing from the checkpoint keep their values, except
+        optimizer slots and step counters, which restart from zero (state that belonged
+        to the replaced weights). Either way a variable present with the wrong shape,
+        data type, size or checksum is refused and nothing changes.
         """
         path = os.fspath(path)
         session = _ready_session()
@@ -145,14 +170,46 @@ class CheckPoint:
                 "job functions first (after flow.clear_default_session(), jobs defined "
                 "before it must be called or defined again)")
         with session.lock:
-            expected = {
-                name: (record.shape, record.dtype.numpy)
-                for name, record in session.variables.items()
-                if not record.is_state or os.path.isdir(os.path.join(path, name))
-            }
-            values = checkpoint_io.read_arrays(path, expected)
+            on_disk = set(checkpoint_io.variable_names(path))
+            missing = sorted(set(session.variables) - on_disk)
+            unexpected = sorted(name for name in on_disk - set(session.variables)
+                                if not _foreign_training_state(name, session))
+            if (missing or unexpected) and strict:
+                raise CheckpointMismatchError(
+                    _mismatch(path, missing, unexpected) + "; nothing was loaded (pass "
+                    "strict=False to load the variables that match)", missing, unexpected)
+            expected = {name: (record.shape, record.dtype.numpy)
+                        for name, record in session.variables.items() if name in on_disk}
+            values = checkpoint_io.read_arrays(path, expected)   # validates all first
+            if missing or unexpected:
+                warnings.warn(_mismatch(path, missing, unexpected) + "; loaded the "
+                              "variables that match (strict=False)", CheckpointWarning,
+                              stacklevel=_user_stacklevel())
             for name, record in session.variables.items():
                 if name in values:
                     record.assign_host(values[name])
-                else:
+                elif record.is_state:
                     record.assign_host(0)
+
+
+def _mismatch(path, missing, unexpected) -> str:
+    parts = []
+    if missing:
+        parts.append(f"missing from the checkpoint ({len(missing)}): {missing}")
+    if unexpected:
+        parts.append(f"unexpected in the checkpoint, not variables of this session "
+                     f"({len(unexpected)}): {unexpected}")
+    return f"checkpoint {path!r} does not match the session's variables: " + "; ".join(parts)
+
+
+def _foreign_training_state(name: str, session) -> bool:
+    """Whether ``name`` is training state (a step counter or an optimizer slot of one of
+    the session's variables) that a session without any training state may ignore: an
+    inference script loading what a training script saved."""
+    from .optimizer import SLOT_NAMES, train_step_name
+    if any(record.is_state for record in session.variables.values()):
+        return False
+    if name.startswith(train_step_name("")):
+        return True
+    base, _, slot = name.rpartition("-")
+    return slot in SLOT_NAMES and base in session.variables

@@ -9,6 +9,7 @@ On-disk layout (the one OneFlow v0.2 / v0.3 wrote)::
       <variable-name>/
         out             raw element bytes, little-endian, row-major (C order)
         meta            protobuf text format of oneflow.VariableMetaInfo (v0.3+)
+        sha256sum       aioflow's addition: checksums of out and meta (see SUM_FILENAME)
       snapshot_done     empty file, written last: "the save finished"
 
 ``meta`` is what ``google.protobuf.text_format.MessageToString`` prints for the
@@ -39,13 +40,15 @@ save that wrote it may have been interrupted); ``on_incomplete="error"`` or
 >>> ckpt = os.path.join(tmp.name, "lenet")
 >>> save_arrays(ckpt, {"conv1-weight": np.ones((2, 1, 3, 3), np.float32)})
 >>> sorted(os.listdir(ckpt)), sorted(os.listdir(os.path.join(ckpt, "conv1-weight")))
-(['conv1-weight', 'snapshot_done'], ['meta', 'out'])
+(['conv1-weight', 'snapshot_done'], ['meta', 'out', 'sha256sum'])
 >>> read_arrays(ckpt)["conv1-weight"].shape
 (2, 1, 3, 3)
 >>> tmp.cleanup()
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import math
 import os
 import re
@@ -56,6 +59,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from . import checkpoint_recovery as _recovery
+
 __all__ = [
     "CheckpointError",
     "CheckpointExistsError",
@@ -64,8 +69,10 @@ __all__ = [
     "DATA_FILENAME",
     "META_FILENAME",
     "DONE_FILENAME",
+    "SUM_FILENAME",
     "save_arrays",
     "read_arrays",
+    "variable_names",
     "format_meta",
     "write_meta",
     "parse_meta",
@@ -74,6 +81,11 @@ __all__ = [
 DATA_FILENAME = "out"
 META_FILENAME = "meta"
 DONE_FILENAME = "snapshot_done"
+# aioflow's addition to OneFlow's layout: the sha256 of a variable's ``out`` and ``meta``,
+# in ``sha256sum``'s format (so ``cd <var> && sha256sum -c sha256sum`` checks it too).
+# OneFlow's readers open a variable's ``out`` and ``meta`` by name, so the extra file
+# changes nothing for them; checkpoints without it (OneFlow's own) load unverified.
+SUM_FILENAME = "sha256sum"
 
 
 class CheckpointError(ValueError):
@@ -367,13 +379,64 @@ def _fsync_dir(path: str) -> None:
 def _write_variable(tmp: str, name: str, arr: np.ndarray) -> None:
     vdir = os.path.join(tmp, name)
     le = arr.astype(arr.dtype.newbyteorder("<"), order="C", copy=False)
+    meta = format_meta(arr.shape, arr.dtype).encode("ascii")
     try:
         os.mkdir(vdir)
         _write_bytes(os.path.join(vdir, DATA_FILENAME), le)
-        write_meta(os.path.join(vdir, META_FILENAME), arr.shape, arr.dtype)
+        _write_bytes(os.path.join(vdir, META_FILENAME), meta)
+        _write_bytes(os.path.join(vdir, SUM_FILENAME), format_sums(
+            {DATA_FILENAME: _sha256(le), META_FILENAME: _sha256(meta)}).encode("ascii"))
         _fsync_dir(vdir)
     except OSError as e:
-        raise CheckpointError(f"variable {name!r}: cannot write {vdir!r}: {e}") from e
+        raise _write_error(f"variable {name!r}: cannot write {vdir!r}", e) from e
+
+
+def _write_error(what: str, e: OSError) -> CheckpointError:
+    """A CheckpointError for a failed write, saying plainly when the disk is full (the
+    caller's except clause adds what became of the previous checkpoint)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return CheckpointError(f"{what}: no space left on device ({e.strerror or e})")
+    return CheckpointError(f"{what}: {e}")
+
+
+# ------------------------------------------------------------------------ checksums
+def _sha256(data) -> str:
+    """Hex sha256 of bytes or a C-contiguous array's memory (hashlib reads it in place)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def format_sums(sums: Mapping[str, str]) -> str:
+    """The ``sha256sum`` file's text: ``<hex digest>  <file name>`` per line.
+
+    >>> print(format_sums({"out": "ab" * 32}), end="")
+    abababababababababababababababababababababababababababababababab  out
+    """
+    return "".join(f"{digest}  {name}\n" for name, digest in sums.items())
+
+
+_SUM_LINE = re.compile(r"([0-9a-f]{64}) [ *](\S+)")
+
+
+def parse_sums(text: str) -> dict[str, str]:
+    """File name -> sha256 hex digest, from a ``sha256sum`` file; CheckpointError if
+    malformed (a line that is not ``<64 hex digits>  <name>``, an unknown or repeated
+    name, or no line for ``out``).
+
+    >>> parse_sums("ab" * 32 + "  out")["out"][:4]
+    'abab'
+    """
+    sums: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _SUM_LINE.fullmatch(line)
+        if match is None:
+            raise CheckpointError(f"malformed checksum line {line[:80]!r}")
+        digest, name = match.groups()
+        if name not in (DATA_FILENAME, META_FILENAME) or name in sums:
+            raise CheckpointError(f"unexpected or repeated file name {name!r} in checksums")
+        sums[name] = digest
+    if DATA_FILENAME not in sums:
+        raise CheckpointError(f"no checksum for {DATA_FILENAME!r}")
+    return sums
 
 
 def _make_sibling(parent: str, base: str, tag: str) -> str:
@@ -400,7 +463,7 @@ def _looks_like_checkpoint(root: str, entries) -> None:
         if entry == DONE_FILENAME and os.path.isfile(full) and not os.path.islink(full):
             continue
         if (os.path.isdir(full) and not os.path.islink(full)
-                and set(os.listdir(full)) <= {DATA_FILENAME, META_FILENAME}):
+                and set(os.listdir(full)) <= {DATA_FILENAME, META_FILENAME, SUM_FILENAME}):
             continue
         raise CheckpointError(
             f"refusing to overwrite {root!r}: it does not look like a checkpoint directory "
@@ -475,6 +538,8 @@ def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = Fal
     parent, base = os.path.split(target)
     if not base:
         raise CheckpointError(f"cannot save a checkpoint as {target!r}")
+    _require_directory_parent(target)
+    _tidy(target, on_missing="save")
     state = "absent"
     if os.path.lexists(target):
         if not os.path.isdir(target):
@@ -492,20 +557,73 @@ def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = Fal
             state = "replace"
         else:
             state = "empty"
-    os.makedirs(parent, exist_ok=True)
-
-    # 2. Write into a sibling temp dir, then rename into place.
-    tmp = _make_sibling(parent, base, "tmp")
     try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise _write_error(f"cannot create the folder {parent!r} for checkpoint {target!r}",
+                           e) from e
+
+    # 2. Write into a sibling temp dir, then rename into place. The temp dir is locked
+    # while this save runs, so the save of another thread or process does not take it
+    # for an abandoned leftover (checkpoint_recovery.tidy).
+    tmp = _make_sibling(parent, base, "tmp")
+    lock = None
+    try:
+        lock = _recovery.DirLock(tmp)
         for name, arr in prepared:
             _write_variable(tmp, name, arr)
-        _write_bytes(os.path.join(tmp, DONE_FILENAME), b"")
+        try:
+            _write_bytes(os.path.join(tmp, DONE_FILENAME), b"")
+        except OSError as e:
+            raise _write_error(f"cannot write {DONE_FILENAME!r} in {tmp!r}", e) from e
         _fsync_dir(tmp)
         _install(tmp, target, state, parent, base)
+    except CheckpointError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if state == "replace" and not isinstance(e, CheckpointExistsError):
+            e.add_note(f"the previous checkpoint at {target!r} is unchanged")
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            lock.release()
     _fsync_dir(parent)
+
+
+def _require_directory_parent(target: str) -> None:
+    """A clear error when a folder on the way to ``target`` is a file (os.makedirs would
+    raise a bare FileExistsError or NotADirectoryError)."""
+    path = os.path.dirname(target)
+    while path and not os.path.isdir(path):
+        if os.path.lexists(path):
+            raise CheckpointError(
+                f"cannot save checkpoint to {target!r}: {path!r} is a file, not a folder")
+        up = os.path.dirname(path)
+        if up == path:
+            break
+        path = up
+
+
+def _tidy(target: str, on_missing: str) -> None:
+    """Recover ``target`` from the ``.old`` copy of an interrupted overwrite, and delete
+    the leftovers of interrupted saves of it (checkpoint_recovery). A load (``on_missing
+    ="load"``) of a missing target that could not be recovered names the leftovers."""
+    tidied = _recovery.tidy(target, DONE_FILENAME)
+    if tidied.restored_from is not None:
+        warnings.warn(
+            f"checkpoint {target!r} was missing: a save that replaced it was interrupted "
+            f"between its two renames; restored the previous checkpoint from "
+            f"{tidied.restored_from!r}", CheckpointWarning, stacklevel=4)
+    if on_missing == "load" and not os.path.lexists(target):
+        olds = [p for p in tidied.stuck + tidied.in_use
+                if os.path.basename(p).startswith(f".{os.path.basename(target)}.old-")]
+        if olds:
+            raise CheckpointNotFoundError(
+                f"checkpoint directory {target!r} does not exist; an interrupted or running "
+                f"save left the previous checkpoint in {olds[0]!r} (it could not be renamed "
+                "back: load that path, or rename it yourself)")
 
 
 def _install(tmp: str, target: str, state: str, parent: str, base: str) -> None:
@@ -519,20 +637,26 @@ def _install(tmp: str, target: str, state: str, parent: str, base: str) -> None:
                 os.rmdir(target)
                 os.rename(tmp, target)
         else:
-            old = _unused_sibling(parent, base, "old")
-            os.rename(target, old)
+            # Locked before it moves aside, so that while it is ".old" no concurrent
+            # tidy() mistakes it for the leftover of a dead save (the lock follows it).
+            held = _recovery.DirLock(target)
             try:
-                os.rename(tmp, target)
-            except BaseException:
-                os.rename(old, target)
-                raise
-            try:
-                shutil.rmtree(old)
-            except OSError as e:
-                warnings.warn(
-                    f"saved checkpoint {target!r}, but could not delete the previous one "
-                    f"moved aside to {old!r}: {e}", CheckpointWarning, stacklevel=3,
-                )
+                old = _unused_sibling(parent, base, "old")
+                os.rename(target, old)
+                try:
+                    os.rename(tmp, target)
+                except BaseException:
+                    os.rename(old, target)
+                    raise
+                try:
+                    shutil.rmtree(old)
+                except OSError as e:
+                    warnings.warn(
+                        f"saved checkpoint {target!r}, but could not delete the previous "
+                        f"one moved aside to {old!r}: {e}", CheckpointWarning, stacklevel=3,
+                    )
+            finally:
+                held.release()
     except OSError as e:
         if state != "replace" and os.path.isdir(target) and os.listdir(target):
             raise CheckpointExistsError(
@@ -553,15 +677,17 @@ def read_arrays(
     """Read and validate variables from the checkpoint directory ``path``.
 
     Which variables: ``names`` if given, else the keys of ``expected`` if given, else
-    every sub-folder holding an ``out`` file (sorted). For each one, shape and dtype
-    come from its ``meta`` file; when there is none (OneFlow v0.2 checkpoints), from
+    every sub-folder holding a variable's file (``out``, ``meta`` or ``sha256sum``;
+    sorted). For each one, shape and dtype come from its ``meta`` file; when there is none (OneFlow v0.2 checkpoints), from
     ``expected[name]``; with neither it is an error. When both exist they must agree.
     The ``out`` file must hold exactly ``prod(shape) * itemsize`` bytes.
 
     Every variable is checked before anything is read, and every problem found is
     reported in one :class:`CheckpointError` whose lines name the variable and the
     file; nothing is returned unless everything is valid, so a caller assigning the
-    result changes nothing on failure. ``strict=False`` skips (omits from the result)
+    result changes nothing on failure. A ``sha256sum`` file beside ``out`` (aioflow
+    writes one; OneFlow did not) must match ``out`` and ``meta``: a mismatch is refused
+    naming the variable. ``strict=False`` skips (omits from the result)
     variables whose folder or ``out`` file is missing -- the caller initializes those,
     as OneFlow's loader did -- but a variable that exists and is wrong still fails.
 
@@ -588,9 +714,8 @@ def read_arrays(
     if on_incomplete not in ("warn", "error", "ignore"):
         raise ValueError(f"on_incomplete must be 'warn', 'error' or 'ignore', got {on_incomplete!r}")
     root = _root(path)
-    if not os.path.isdir(root):
-        what = "is not a directory" if os.path.lexists(root) else "does not exist"
-        raise CheckpointNotFoundError(f"checkpoint directory {root!r} {what}")
+    _tidy(root, on_missing="load")
+    _require_checkpoint_dir(root)
 
     done = os.path.join(root, DONE_FILENAME)
     if on_incomplete != "ignore" and not os.path.isfile(done):
@@ -627,13 +752,10 @@ def read_arrays(
     elif expected is not None:
         wanted = list(exp)
     else:
-        wanted = sorted(
-            e for e in os.listdir(root)
-            if os.path.isfile(os.path.join(root, e, DATA_FILENAME))
-        )
+        wanted = _names_in(root)
 
     problems: list[str] = []
-    plans: list[tuple[str, str, tuple[int, ...], np.dtype, int]] = []
+    plans: list[tuple[str, str, tuple[int, ...], np.dtype, int, dict | None]] = []
     for name in wanted:
         try:
             _check_name(name)
@@ -651,14 +773,32 @@ def read_arrays(
             if strict:
                 problems.append(f"variable {name!r}: data file {out!r} is missing")
             continue
+        sums = None
+        sums_path = os.path.join(vdir, SUM_FILENAME)
+        if os.path.isfile(sums_path):
+            try:
+                with open(sums_path, encoding="ascii") as f:
+                    sums = parse_sums(f.read(4096))
+            except (CheckpointError, OSError, UnicodeDecodeError) as e:
+                problems.append(f"variable {name!r}: bad checksum file {sums_path!r}: {e}")
+                continue
         spec = None
         if os.path.isfile(meta):
             try:
-                with open(meta, encoding="utf-8") as f:
-                    spec = parse_meta(f.read())
+                with open(meta, "rb") as f:
+                    meta_bytes = f.read(1 << 16)
+                if sums is not None and _sha256(meta_bytes) != sums.get(META_FILENAME):
+                    problems.append(f"variable {name!r}: meta file {meta!r} does not match "
+                                    f"its checksum in {sums_path!r} (the file is corrupt)")
+                    continue
+                spec = parse_meta(meta_bytes.decode("utf-8"))
             except (CheckpointError, OSError, UnicodeDecodeError) as e:
                 problems.append(f"variable {name!r}: bad meta file {meta!r}: {e}")
                 continue
+        elif sums is not None and META_FILENAME in sums:
+            problems.append(f"variable {name!r}: meta file {meta!r} is missing (its "
+                            f"checksum file lists one)")
+            continue
         want = exp.get(name)
         if spec is not None and want is not None:
             if spec[0] != want[0]:
@@ -689,13 +829,13 @@ def read_arrays(
                 f"(shape {shape}, {dtype})" + (" -- truncated" if actual < nbytes else "")
             )
             continue
-        plans.append((name, out, shape, dtype, nbytes))
+        plans.append((name, out, shape, dtype, nbytes, sums))
 
     if problems:
         raise CheckpointError(f"invalid checkpoint {root!r}: " + "; ".join(problems))
 
     result: dict[str, np.ndarray] = {}
-    for name, out, shape, dtype, nbytes in plans:
+    for name, out, shape, dtype, nbytes, sums in plans:
         arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
         view = memoryview(arr.reshape(-1).view(np.uint8))
         got = 0
@@ -714,5 +854,42 @@ def read_arrays(
                 f"variable {name!r}: data file {out!r} changed while reading "
                 f"(expected {nbytes} bytes)"
             )
+        if sums is not None and _sha256(arr) != sums[DATA_FILENAME]:
+            problems.append(f"variable {name!r}: data file {out!r} does not match its "
+                            f"checksum in {os.path.join(os.path.dirname(out), SUM_FILENAME)!r}"
+                            " (the file is corrupt)")
+            continue
         result[name] = arr.astype(dtype, copy=False)  # no-op on little-endian hosts
+    if problems:
+        raise CheckpointError(f"invalid checkpoint {root!r}: " + "; ".join(problems))
     return result
+
+
+def variable_names(path) -> list[str]:
+    """The variables a checkpoint directory holds: its folders with an ``out``, ``meta`` or
+    ``sha256sum`` file, sorted.
+
+    >>> import os, tempfile, numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     save_arrays(os.path.join(d, "m"), {"b": np.ones(1), "a": np.ones(2)})
+    ...     variable_names(os.path.join(d, "m"))
+    ['a', 'b']
+    """
+    root = _root(path)
+    _tidy(root, on_missing="load")
+    _require_checkpoint_dir(root)
+    return _names_in(root)
+
+
+def _names_in(root: str) -> list[str]:
+    # A folder holding any of a variable's files is a variable: one whose ``out`` was
+    # lost is then reported missing instead of silently left out.
+    return sorted(e for e in os.listdir(root)
+                  if any(os.path.isfile(os.path.join(root, e, f))
+                         for f in (DATA_FILENAME, META_FILENAME, SUM_FILENAME)))
+
+
+def _require_checkpoint_dir(root: str) -> None:
+    if not os.path.isdir(root):
+        what = "is not a directory" if os.path.lexists(root) else "does not exist"
+        raise CheckpointNotFoundError(f"checkpoint directory {root!r} {what}")

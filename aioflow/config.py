@@ -11,7 +11,8 @@ from __future__ import annotations
 
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
              "pipeline_depth": 2, "fusion": True, "memory_plan": True,
-             "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True, "await_on_loop_ms": 2.0}
+             "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True, "await_on_loop_ms": 2.0,
+             "check_finite_inputs": True}
 _watchers: dict[str, list] = {}
 
 
@@ -26,6 +27,7 @@ __all__ = [
     "kernel_threading",
     "conv_algorithm",
     "tune_malloc",
+    "check_finite_inputs",
     "enable_debug_mode",
     "get",
 ]
@@ -171,6 +173,33 @@ def tune_malloc(flag: bool = True) -> None:
     >>> tune_malloc(True)
     """
     _set("tune_malloc", bool(flag))   # runtime/malloc.py restores glibc's values on False
+
+
+def check_finite_inputs(flag: bool = True) -> None:
+    """Whether a train job refuses float inputs holding NaN or infinity (default True).
+
+    One such batch would make every weight it updates NaN for good; the call raises a
+    ``ValueError`` naming the argument and the first bad index instead, and nothing runs.
+    Checking costs one pass over each float input on the host. Predict jobs are never
+    checked (a NaN there spoils only its own result). Turn it off for data that is known
+    to be clean, or that uses infinity on purpose; the train step's own guard still
+    skips any update whose loss or gradients come out non-finite (see ``docs/faults.md``).
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> @flow.global_function(type="train")
+    ... def fit(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+    ...     w = flow.get_variable("w_finite_doc", shape=(2,), initializer=flow.ones_initializer())
+    ...     loss = flow.math.reduce_sum(x * w)
+    ...     flow.optimizer.SGD(0.1, momentum=0).minimize(loss)
+    ...     return loss
+    >>> fit(np.array([1.0, np.nan], np.float32))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: fit() argument 'x': nan at index (1,) (the first of 1 non-finite values): ...
+    >>> check_finite_inputs(False)     # accepted now (and the step's guard skips it)
+    >>> check_finite_inputs(True)
+    """
+    _settings["check_finite_inputs"] = bool(flag)
 
 
 def enable_debug_mode(flag: bool = True) -> None:

@@ -141,9 +141,11 @@ class JobFunction:
         params = self.parameters
         name = self.__name__
         values = bind_arguments(params, args, kwargs, name)
+        # NaN/inf in a train step's inputs would poison the weights (inputs.py).
+        finite = self.job_type == "train" and config.get("check_finite_inputs")
         arrays = []
         for p in params:
-            arrays += convert_argument(p.spec, values[p.name], p.name, name, private)
+            arrays += convert_argument(p.spec, values[p.name], p.name, name, private, finite)
         return arrays
 
 

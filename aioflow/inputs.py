@@ -1,7 +1,11 @@
 """Validating and converting the numpy arguments of a job call, at the call site.
 
 Errors name the parameter and show what was expected and what was received; nothing
-is changed by a refused call. When the step may run after the call returns (Callback,
+is changed by a refused call. Values that a narrowing conversion would change (int64
+beyond int32, float64 beyond float32's range) are refused; so are NaN and infinity in the
+float inputs of a train job (``finite=True``; ``flow.config.check_finite_inputs``), which
+would poison every weight the step updates. Arrays of another byte order or layout are
+converted. When the step may run after the call returns (Callback,
 await and legacy forms), each accepted array is copied, so the step computes on the
 arguments as they were at the call; a blocking call needs no copy (the caller waits).
 """
@@ -17,19 +21,20 @@ _ALLOWED_CASTS = {(np.dtype("float64"), np.dtype("float32")),
                   (np.dtype("int64"), np.dtype("int32"))}
 
 
-def convert_argument(spec, value, name: str, fn_name: str, private: bool = True
-                     ) -> list[np.ndarray]:
-    """The arrays a parameter contributes to a step (a Tuple parameter gives several)."""
+def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
+                     finite: bool = False) -> list[np.ndarray]:
+    """The arrays a parameter contributes to a step (a Tuple parameter gives several);
+    ``finite``: refuse NaN and infinity in float arrays (a train job's inputs)."""
     if isinstance(spec, tuple):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec):
             raise TypeError(f"{fn_name}() argument {name!r}: expected a tuple of "
                             f"{len(spec)} arrays, got {_describe(value)}")
         arrays = []
         for i, (s, v) in enumerate(zip(spec, value)):
-            arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private)
+            arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private, finite)
         return arrays
     if spec.kind == "numpy":
-        return [_convert_array(spec, value, name, fn_name, private)]
+        return [_convert_array(spec, value, name, fn_name, private, finite)]
     depth = 1 if spec.kind == "list_numpy" else 2
     item = value
     for level in range(depth):
@@ -39,24 +44,32 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True
                 f"{'a list' if level == 0 else 'a list of lists'} with one array per device "
                 f"(1 device), got {_describe(item)}")
         item = item[0]
-    return [_convert_array(spec, item, name, fn_name, private)]
+    return [_convert_array(spec, item, name, fn_name, private, finite)]
 
 
-def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private) -> np.ndarray:
+def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private, finite
+                   ) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{fn_name}() argument {name!r}: expected {spec.describe()} "
                         f"(numpy.ndarray), got {_describe(value)}")
     want = spec.dtype.numpy
+    what = f"{fn_name}() argument {name!r}"
     if value.shape != spec.shape:
-        raise ValueError(f"{fn_name}() argument {name!r}: expected {spec.describe()}, got "
+        raise ValueError(f"{what}: expected {spec.describe()}, got "
                          f"{value.dtype} array of shape {value.shape}")
-    if value.dtype != want:
-        if (value.dtype, want) not in _ALLOWED_CASTS:
-            raise TypeError(f"{fn_name}() argument {name!r}: expected {spec.describe()}, got "
+    # The same type in the other byte order converts exactly (e.g. '>f4' from a file).
+    native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
+    if native != want:
+        if (native, want) not in _ALLOWED_CASTS:
+            raise TypeError(f"{what}: expected {spec.describe()}, got "
                             f"{value.dtype} array of shape {value.shape} (only float64->float32 "
                             "and int64->int32 are converted automatically)")
-        require_fits(value, want, f"{fn_name}() argument {name!r}")
-        return value.astype(want)
+        require_fits(value, want, what)
+    if finite and want.kind == "f":
+        require_finite(value, what)
+    if value.dtype != want:
+        with np.errstate(over="ignore"):   # refused above where it mattered
+            return np.asarray(value.astype(want, order="C"))
     if private:  # the step may run after the caller reused its buffer
         # (``private`` may be the device's copier: straight into a staging buffer)
         return private(value) if callable(private) else np.array(value, order="C", copy=True)
@@ -64,12 +77,63 @@ def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private) -> np.n
 
 
 def require_fits(value: np.ndarray, dtype: np.dtype, what: str) -> None:
-    """Refuse to narrow integers that would wrap: ValueError naming ``what``."""
-    if dtype.kind in "iu" and value.size:
+    """Refuse a narrowing conversion that would change values: integers that would wrap,
+    finite floats beyond ``dtype``'s range (which would become infinity). ValueError
+    naming ``what``. NaN and infinity convert to themselves: not refused here.
+
+    >>> require_fits(np.array([1.0, 3e38]), np.dtype(np.float32), "x")
+    >>> require_fits(np.array([1.0, -1e39]), np.dtype(np.float32), "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x: -1e+39 at index (1,) does not fit in float32 (largest magnitude 3.4028235e+38)
+    """
+    if not value.size:
+        return
+    if dtype.kind in "iu":
         info = np.iinfo(dtype)
         low, high = value.min(), value.max()
         if low < info.min or high > info.max:
             raise ValueError(f"{what}: values from {low} to {high} do not fit in {dtype}")
+    elif dtype.kind == "f" and value.dtype.kind == "f" and value.dtype.itemsize > dtype.itemsize:
+        limit = np.finfo(dtype).max
+        # Not ``> limit``: values a hair above it round down to it, and fit.
+        too_big = np.abs(value) > _largest_rounding_to(dtype)
+        if too_big.any():
+            index = tuple(int(i) for i in np.unravel_index(np.argmax(too_big), value.shape))
+            raise ValueError(f"{what}: {value[index].item()!r} at index {index} does not fit "
+                             f"in {dtype} (largest magnitude {str(limit)})")
+
+
+def _largest_rounding_to(dtype: np.dtype) -> float:
+    """The largest float64 that ``astype(dtype)`` rounds to a finite value."""
+    top = np.finfo(dtype).max
+    limit = np.float64(top)
+    # The spacing of floats just below max (the same binade as max). Halfway past max
+    # rounds to infinity (ties to even: max's last bit is 1); anything below stays finite.
+    step = limit - np.float64(np.nextafter(top, dtype.type(0)))
+    return float(np.nextafter(limit + step / 2, -np.inf))
+
+
+def require_finite(value: np.ndarray, what: str) -> None:
+    """Refuse NaN and infinity: ValueError naming ``what``, the first bad index and the
+    switch that turns the check off.
+
+    >>> require_finite(np.array([[0.0, 1.0], [np.nan, np.inf]]), "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x: nan at index (1, 0) (the first of 2 non-finite values): NaN or infinity in a train job's input would make every weight it updates NaN; flow.config.check_finite_inputs(False) turns this check off
+    """
+    if value.dtype.kind != "f" or not value.size:
+        return
+    finite = np.isfinite(value)
+    if not finite.all():
+        bad = ~finite
+        index = tuple(int(i) for i in np.unravel_index(np.argmax(bad), value.shape))
+        raise ValueError(
+            f"{what}: {value[index].item()!r} at index {index} (the first of "
+            f"{int(np.count_nonzero(bad))} non-finite values): NaN or infinity in a train "
+            "job's input would make every weight it updates NaN; "
+            "flow.config.check_finite_inputs(False) turns this check off")
 
 
 def _describe(value) -> str:

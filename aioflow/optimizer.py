@@ -62,10 +62,16 @@ __all__ = [
 ]
 
 
+# The suffixes of optimizer slot variables (``<variable>-<slot>``), across optimizers.
+SLOT_NAMES = frozenset({"momentum", "m", "v", "mean_square", "mean_gradient"})
+
+
 class Optimizer:
     """Base: holds the learning-rate schedule; ``minimize(loss)`` marks the job's target."""
 
     slots: tuple[str, ...] = ()
+    # While build_training adds the updates: the step's non-finite flag, passed to each.
+    guard = None
 
     def __init__(self, lr_scheduler, *, variables=None, grad_clipping=None,
                  loss_scale_factor=None, train_step_lbn=None):
@@ -88,6 +94,10 @@ class Optimizer:
 
     def update(self, param_name, param, grad, lr, step) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def _guard(self) -> tuple:
+        """The extra input of an update op: the step's non-finite flag, if any."""
+        return () if self.guard is None else (self.guard,)
 
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
@@ -129,10 +139,12 @@ class SGD(Optimizer):
 
     def update(self, param_name, param, grad, lr, step):
         if self.momentum == 0.0:
-            state_ops.sgd_update(param, grad, lr, weight_decay=self.weight_decay)
+            state_ops.sgd_update(param, grad, lr, *self._guard(),
+                                 weight_decay=self.weight_decay)
         else:
             state_ops.momentum_update(param, grad, lr, self._slot(param_name, "momentum"),
-                                      beta=self.momentum, weight_decay=self.weight_decay)
+                                      *self._guard(), beta=self.momentum,
+                                      weight_decay=self.weight_decay)
 
 
 class SGDW(SGD):
@@ -164,7 +176,7 @@ class Adam(Optimizer):
     def update(self, param_name, param, grad, lr, step):
         state_ops.adam_update(
             param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"), step,
-            beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
+            *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
             do_bias_correction=self.do_bias_correction, weight_decay=self.weight_decay)
 
 
@@ -213,8 +225,9 @@ class RMSProp(Optimizer):
         slots = [self._slot(param_name, "mean_square")]
         if self.centered:
             slots.append(self._slot(param_name, "mean_gradient"))
-        state_ops.rmsprop_update(param, grad, lr, *slots, decay_rate=self.decay_rate,
-                                 epsilon=self.epsilon)
+        state_ops.rmsprop_update(param, grad, lr, *slots, *self._guard(),
+                                 decay_rate=self.decay_rate, epsilon=self.epsilon,
+                                 guarded=self.guard is not None)
 
 
 def _legacy_optimizer(config):
@@ -286,6 +299,17 @@ def build_training(graph) -> None:
     record.on_host = True   # the schedule reads it on the host: no device read per step
     step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
     lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
-    for name, param, grad in pairs:
-        optimizer.update(name, param, grad, lr, step)
-    state_ops.increment(step)
+    # The non-finite guard (ops/state.py): one flag over the losses and the gradients
+    # that every update of the step, and the step counter, obey.
+    checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
+    finite = state_ops.all_finite(*checked)
+    optimizer.guard = finite
+    try:
+        for name, param, grad in pairs:
+            optimizer.update(name, param, grad, lr, step)
+    finally:
+        optimizer.guard = None
+    for node in graph.nodes:   # batch normalization's running statistics, traced earlier
+        if node.op.name == "assign_moving_average" and len(node.inputs) == 2:
+            node.inputs = (*node.inputs, finite)
+    state_ops.increment(step, finite, job=graph.name)

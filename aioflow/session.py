@@ -60,6 +60,8 @@ class Session:
         # where its variables live only when this changed since its last step.
         self.placement_version = 0
         self.pending_errors: list[BaseException] = []
+        # Train steps skipped by the non-finite guard, by job name (step_guard.py).
+        self.skipped_steps: dict[str, int] = {}
         self._pipeline = None
         self._pipeline_depth = config.get("pipeline_depth")
 

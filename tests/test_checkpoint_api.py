@@ -7,6 +7,8 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+from aioflow.checkpoint import CheckpointMismatchError
+from aioflow.checkpoint_io import CheckpointWarning
 
 
 @pytest.fixture(autouse=True)
@@ -59,11 +61,33 @@ def test_loads_a_oneflow_written_directory(tmp_path, with_meta):
                               "System-Train-TrainStep-train": np.array(7, np.int64)},
                        with_meta)
     train, predict = _jobs()
-    flow.train.CheckPoint().load(root)
+    with pytest.raises(CheckpointMismatchError, match="fc-weight-momentum"):
+        flow.train.CheckPoint().load(root)        # strict: the momentum has no value
+    with pytest.warns(CheckpointWarning, match=r"missing .*\['fc-bias-momentum', "
+                                               r"'fc-weight-momentum'\]"):
+        flow.train.CheckPoint().load(root, strict=False)
     np.testing.assert_allclose(predict(X), X @ weight.T + bias)
     assert flow.get_all_variables()["System-Train-TrainStep-train"] == 7
     # optimizer state absent from the directory starts at zero
     assert not flow.get_all_variables()["fc-weight-momentum"].any()
+
+
+@pytest.mark.parametrize("with_meta", [True, False], ids=["with-meta", "raw-out-only"])
+def test_an_eval_script_loads_what_training_saved(tmp_path, with_meta):
+    # The seeds' pattern: only a predict job, a checkpoint with optimizer state and steps.
+    weight = np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+    root = str(tmp_path / "lenet_models_1")
+    _write_oneflow_dir(root, {"fc-weight": weight, "fc-bias": np.zeros(2, np.float32),
+                              "fc-weight-momentum": weight, "fc-bias-momentum": weight[0, :2],
+                              "System-Train-TrainStep-train_job": np.array(7, np.int64)},
+                       with_meta)
+
+    @flow.global_function(type="predict")
+    def predict(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.layers.dense(x, 2, name="fc")
+
+    flow.train.CheckPoint().load(root)
+    np.testing.assert_allclose(predict(X), X @ weight.T)
 
 
 def test_save_load_round_trip_restores_training_exactly(tmp_path):
@@ -143,3 +167,70 @@ def test_overwrite_replaces_an_earlier_checkpoint(tmp_path):
         flow.train.CheckPoint().save(tmp_path / "c")
     flow.train.CheckPoint().save(tmp_path / "c", overwrite=True)
     assert flow.checkpoint.get(tmp_path / "c")["fc-bias"].tolist() == [3.0, 4.0]
+
+
+def _saved(tmp_path, train):
+    flow.train.CheckPoint().init()
+    train(X, Y)
+    flow.train.CheckPoint().save(tmp_path / "full")
+    return flow.get_all_variables()
+
+
+@pytest.mark.parametrize("removed", ["fc-weight", "fc-bias-momentum",
+                                     "System-Train-TrainStep-train"])
+def test_strict_load_refuses_a_checkpoint_missing_any_variable(tmp_path, removed):
+    train, predict = _jobs()
+    saved = _saved(tmp_path, train)
+    import shutil
+    shutil.rmtree(tmp_path / "full" / removed)
+    flow.train.CheckPoint().init()
+    train(X, Y)
+    before = flow.get_all_variables()
+    with pytest.raises(CheckpointMismatchError) as info:
+        flow.train.CheckPoint().load(tmp_path / "full")
+    assert info.value.missing == [removed] and info.value.unexpected == []
+    assert f"missing from the checkpoint (1): ['{removed}']" in str(info.value)
+    after = flow.get_all_variables()
+    assert all(np.array_equal(after[n], before[n]) for n in before)   # nothing changed
+    with pytest.warns(CheckpointWarning, match=removed):
+        flow.train.CheckPoint().load(tmp_path / "full", strict=False)
+    after = flow.get_all_variables()
+    for name in saved:
+        if name != removed:
+            np.testing.assert_array_equal(after[name], saved[name])
+    # the missing one keeps its value if it is a model variable, else restarts from 0
+    expect = before[removed] if removed == "fc-weight" else np.zeros_like(before[removed])
+    np.testing.assert_array_equal(after[removed], expect)
+
+
+def test_strict_load_lists_missing_and_unexpected_in_one_error(tmp_path):
+    train, predict = _jobs()
+    _saved(tmp_path, train)
+    import shutil
+    shutil.rmtree(tmp_path / "full" / "fc-bias")
+    shutil.copytree(tmp_path / "full" / "fc-weight", tmp_path / "full" / "extra-weight")
+    shutil.copytree(tmp_path / "full" / "System-Train-TrainStep-train",
+                    tmp_path / "full" / "System-Train-TrainStep-other")
+    before = flow.get_all_variables()
+    with pytest.raises(CheckpointMismatchError) as info:
+        flow.train.CheckPoint().load(tmp_path / "full")
+    assert info.value.missing == ["fc-bias"]
+    assert info.value.unexpected == ["System-Train-TrainStep-other", "extra-weight"]
+    msg = str(info.value)
+    assert "missing" in msg and "unexpected" in msg and "extra-weight" in msg
+    after = flow.get_all_variables()
+    assert all(np.array_equal(after[n], before[n]) for n in before)
+
+
+def test_non_strict_load_still_refuses_a_corrupt_variable(tmp_path):
+    train, predict = _jobs()
+    _saved(tmp_path, train)
+    out = tmp_path / "full" / "fc-bias" / "out"
+    out.write_bytes(b"\xff" * len(out.read_bytes()))
+    flow.train.CheckPoint().init()
+    before = flow.get_all_variables()
+    for strict in (True, False):
+        with pytest.raises(flow.checkpoint_io.CheckpointError, match="'fc-bias'.*checksum"):
+            flow.train.CheckPoint().load(tmp_path / "full", strict=strict)
+    after = flow.get_all_variables()
+    assert all(np.array_equal(after[n], before[n]) for n in before)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import doctest
+import hashlib
 import os
 
 import numpy as np
@@ -117,8 +118,13 @@ def test_exact_on_disk_layout(tmp_path):
     path = tmp_path / "lenet"
     save_arrays(path, {"dense1-weight": w, "step": np.array(3, np.int64)})
     assert sorted(os.listdir(path)) == ["dense1-weight", "snapshot_done", "step"]
-    assert sorted(os.listdir(path / "dense1-weight")) == ["meta", "out"]
+    assert sorted(os.listdir(path / "dense1-weight")) == ["meta", "out", "sha256sum"]
     assert os.path.getsize(path / "snapshot_done") == 0
+    # aioflow's addition: sha256sum's own format, so `sha256sum -c` checks it too.
+    sums = (path / "dense1-weight" / "sha256sum").read_text().splitlines()
+    assert sums == [hashlib.sha256(w.astype("<f4").tobytes()).hexdigest() + "  out",
+                    hashlib.sha256((path / "dense1-weight" / "meta").read_bytes()).hexdigest()
+                    + "  meta"]
     with open(path / "dense1-weight" / "out", "rb") as f:
         assert f.read() == w.astype("<f4").tobytes()
     # Exactly what protobuf's text_format.MessageToString printed for VariableMetaInfo.
@@ -302,8 +308,9 @@ def test_truncated_out_file(tmp_path):
     msg = str(info.value)
     assert "'conv1-weight'" in msg and str(out) in msg
     assert "has 40 bytes, expected 64" in msg and "truncated" in msg
-    # Also with an expectation and no meta (OneFlow v0.2 layout).
+    # Also with an expectation and no meta (OneFlow v0.2 layout: no checksums either).
     os.remove(root / "conv1-weight" / "meta")
+    os.remove(root / "conv1-weight" / "sha256sum")
     with pytest.raises(CheckpointError, match="has 40 bytes, expected 64"):
         read_arrays(root, {"conv1-weight": ((4, 4), np.float32)})
 
@@ -348,6 +355,7 @@ def test_all_problems_reported_and_nothing_returned(tmp_path):
     with open(root / "b" / "out", "r+b") as f:
         f.truncate(3)
     (root / "a" / "meta").write_text("garbage ???")
+    os.remove(root / "a" / "sha256sum")   # as OneFlow wrote it: the meta must parse
     with pytest.raises(CheckpointError) as info:
         read_arrays(root)
     assert "'a': bad meta file" in str(info.value) and "'b': data file" in str(info.value)
@@ -525,7 +533,7 @@ def test_snapshot_done_written_last(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpoint_io, "_write_bytes", spy)
     save_arrays(tmp_path / "c", {"a": np.ones(1), "b": np.ones(1)})
-    assert order[-1].endswith("snapshot_done") and len(order) == 5
+    assert order[-1].endswith("snapshot_done") and len(order) == 7  # out, meta, sums
 
 
 # --------------------------------------------------------------------- doctest

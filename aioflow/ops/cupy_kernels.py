@@ -25,20 +25,25 @@ def _kernels() -> dict:
     import cupy
     kernel = cupy.ElementwiseKernel
     return {
-        "sgd": kernel("T g, T lr, T decay", "T p", "p -= (g + p * decay) * lr",
-                      "aioflow_sgd_update"),
-        "momentum": kernel("T g, T lr, T beta, T decay", "T p, T v",
-                           "v = v * beta - (g + p * decay) * lr; p += v",
-                           "aioflow_momentum_update"),
+        # ``ok``: the train step's non-finite flag (0-d, broadcast; ops/state.py): where
+        # it is 0 the kernel writes nothing, so a bad step leaves weights and slots as
+        # they were without the host reading the flag.
+        "sgd": kernel("T g, int8 ok, T lr, T decay", "T p",
+                      "if (ok) p -= (g + p * decay) * lr;", "aioflow_sgd_update_guarded"),
+        "momentum": kernel("T g, int8 ok, T lr, T beta, T decay", "T p, T v",
+                           "if (ok) { v = v * beta - (g + p * decay) * lr; p += v; }",
+                           "aioflow_momentum_update_guarded"),
         "adam": kernel(
-            "T g, T lr, T b1, T one_minus_b1, T b2, T one_minus_b2, T inv_c2, T eps, "
-            "T decay", "T p, T m, T v",
+            "T g, int8 ok, T lr, T b1, T one_minus_b1, T b2, T one_minus_b2, T inv_c2, "
+            "T eps, T decay", "T p, T m, T v",
             """
-            p -= p * decay;
-            m = m * b1 + g * one_minus_b1;
-            v = v * b2 + g * g * one_minus_b2;
-            p -= m / (sqrt(v) * inv_c2 + eps) * lr;
-            """, "aioflow_adam_update"),
+            if (ok) {
+                p -= p * decay;
+                m = m * b1 + g * one_minus_b1;
+                v = v * b2 + g * g * one_minus_b2;
+                p -= m / (sqrt(v) * inv_c2 + eps) * lr;
+            }
+            """, "aioflow_adam_update_guarded"),
         # One thread per row: max, exp, sum, normalise, then the picked log-probability.
         # A label outside [0, classes) (checked on the host for placeholder labels) gives
         # a NaN loss instead of reading out of bounds.
@@ -73,28 +78,35 @@ def _fused(*arrays) -> bool:
     return all(a.dtype in _FUSED_DTYPES for a in arrays)
 
 
+def _ok(flag):
+    """The kernels' ``ok`` argument: the step's flag (a 0-d device array), or 1 for an
+    update op outside a guarded train step."""
+    return flag[0] if flag else np.int8(1)
+
+
 @sgd_update.kernel_for("cupy")
-def _sgd_update(ctx, param, grad, lr, *, weight_decay=0.0):
+def _sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0):
     if not _fused(param):
-        return sgd_update.forward(ctx, param, grad, lr, weight_decay=weight_decay)
+        return sgd_update.forward(ctx, param, grad, lr, *flag, weight_decay=weight_decay)
     t = param.dtype.type
-    _kernels()["sgd"](grad, t(lr), t(weight_decay), param)
+    _kernels()["sgd"](grad, _ok(flag), t(lr), t(weight_decay), param)
 
 
 @momentum_update.kernel_for("cupy")
-def _momentum_update(ctx, param, grad, lr, velocity, *, beta, weight_decay=0.0):
+def _momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0):
     if not _fused(param):
-        return momentum_update.forward(ctx, param, grad, lr, velocity, beta=beta,
+        return momentum_update.forward(ctx, param, grad, lr, velocity, *flag, beta=beta,
                                        weight_decay=weight_decay)
     t = param.dtype.type
-    _kernels()["momentum"](grad, t(lr), t(beta), t(weight_decay), param, velocity)
+    _kernels()["momentum"](grad, _ok(flag), t(lr), t(beta), t(weight_decay), param,
+                           velocity)
 
 
 @adam_update.kernel_for("cupy")
-def _adam_update(ctx, param, grad, lr, m, v, step, *, beta1, beta2, epsilon,
+def _adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
                  do_bias_correction, weight_decay=0.0):
     if not _fused(param):
-        return adam_update.forward(ctx, param, grad, lr, m, v, step, beta1=beta1,
+        return adam_update.forward(ctx, param, grad, lr, m, v, step, *flag, beta1=beta1,
                                    beta2=beta2, epsilon=epsilon,
                                    do_bias_correction=do_bias_correction,
                                    weight_decay=weight_decay)
@@ -106,8 +118,8 @@ def _adam_update(ctx, param, grad, lr, m, v, step, *, beta1, beta2, epsilon,
         n = float(step) + 1.0
         inv_c2 = 1.0 / (1 - beta2 ** n) ** 0.5
         lr = lr / (1 - beta1 ** n)
-    _kernels()["adam"](grad, t(lr), t(beta1), t(1 - beta1), t(beta2), t(1 - beta2),
-                       t(inv_c2), t(epsilon), t(decay), param, m, v)
+    _kernels()["adam"](grad, _ok(flag), t(lr), t(beta1), t(1 - beta1), t(beta2),
+                       t(1 - beta2), t(inv_c2), t(epsilon), t(decay), param, m, v)
 
 
 @sparse_softmax_ce.kernel_for("cupy")

@@ -33,61 +33,132 @@ def _decayed(xp, param, grad, weight_decay):
     return grad if not weight_decay else grad + param * grad.dtype.type(weight_decay)
 
 
+# -- the train step's non-finite guard --------------------------------------------------
+# A train job computes one flag per step, ``all_finite(losses..., gradients...)`` (1: all
+# finite), and every update op of the step takes it as its last input: where it is 0 the
+# variables, optimizer slots and step counter keep their values, as AMP's loss scaler
+# skips the optimizer step. The updates stay on the device: on a GPU the flag masks them
+# there, and only the step counter's increment (the last op of the step, after every
+# update is queued) reads it on the host.
+
+def _infer_flag(*arrays):
+    return [((), dtypes.int8)]
+
+
+@register("all_finite", infer=_infer_flag, differentiable=False)
+def all_finite(ctx, *arrays):
+    """1 (int8, 0-d) when every element of every array is finite, else 0."""
+    xp = ctx.xp
+    if xp is np:   # on the host: stop at the first array that is not
+        return np.asarray(all(np.isfinite(a).all() for a in arrays), dtype=np.int8)
+    ok = None
+    for a in arrays:    # one reduction per array, all on the device
+        this = xp.isfinite(a).all()
+        ok = this if ok is None else xp.logical_and(ok, this)
+    return (ok if ok is not None else xp.asarray(True)).astype(np.int8)
+
+
+def _on_host(flag) -> bool:
+    return isinstance(flag, (np.ndarray, np.generic))
+
+
+def _guarded(ctx, flag, targets, update) -> None:
+    """``update(*targets)`` in place, unless the step's ``flag`` (a tuple of 0 or 1
+    arrays) is 0. A host flag is a plain branch; a device flag is not read (that would
+    stall the step): the update runs on copies that replace the targets where it is 1."""
+    if not flag:
+        update(*targets)
+        return
+    ok, = flag
+    if _on_host(ok):
+        if ok:
+            update(*targets)
+        return
+    copies = [t.copy() for t in targets]
+    update(*copies)
+    keep_new = ok.astype(bool)
+    for target, new in zip(targets, copies):
+        ctx.xp.copyto(target, new, where=keep_new)
+
+
 @_update("sgd_update")
-def sgd_update(ctx, param, grad, lr, *, weight_decay=0.0):
-    param -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
+def sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0):
+    def step(param):
+        param -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
+    _guarded(ctx, flag, [param], step)
 
 
 @_update("momentum_update")
-def momentum_update(ctx, param, grad, lr, velocity, *, beta, weight_decay=0.0):
-    # OneFlow's form: v = beta * v - lr * g; param += v.
-    velocity *= velocity.dtype.type(beta)
-    velocity -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
-    param += velocity
+def momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0):
+    def step(param, velocity):
+        # OneFlow's form: v = beta * v - lr * g; param += v.
+        velocity *= velocity.dtype.type(beta)
+        velocity -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
+        param += velocity
+    _guarded(ctx, flag, [param, velocity], step)
 
 
 @_update("adam_update")
-def adam_update(ctx, param, grad, lr, m, v, step, *, beta1, beta2, epsilon,
+def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
                 do_bias_correction, weight_decay=0.0):
     xp = ctx.xp
     t = param.dtype.type
-    if weight_decay:  # decoupled (AdamW): w -= lr * decay * w, not scaled by Adam's terms
-        param -= param * t(float(lr) * weight_decay)
-    m *= t(beta1)
-    m += grad * t(1 - beta1)
-    v *= t(beta2)
-    v += grad * grad * t(1 - beta2)
-    if do_bias_correction:
-        # As PyTorch and the Adam paper: epsilon is added to the *corrected* sqrt(v).
-        n = float(step) + 1.0
-        correction1, correction2 = 1 - beta1 ** n, (1 - beta2 ** n) ** 0.5
-        update = m / (xp.sqrt(v) * t(1 / correction2) + t(epsilon))
-        lr = float(lr) / correction1
-    else:
-        update = m / (xp.sqrt(v) + t(epsilon))
-    param -= update * t(lr)
+
+    def update(param, m, v):
+        rate = lr
+        if weight_decay:  # decoupled (AdamW): w -= lr * decay * w, not scaled by Adam's terms
+            param -= param * t(float(rate) * weight_decay)
+        m *= t(beta1)
+        m += grad * t(1 - beta1)
+        v *= t(beta2)
+        v += grad * grad * t(1 - beta2)
+        if do_bias_correction:
+            # As PyTorch and the Adam paper: epsilon is added to the *corrected* sqrt(v).
+            n = float(step) + 1.0
+            correction1, correction2 = 1 - beta1 ** n, (1 - beta2 ** n) ** 0.5
+            delta = m / (xp.sqrt(v) * t(1 / correction2) + t(epsilon))
+            rate = float(rate) / correction1
+        else:
+            delta = m / (xp.sqrt(v) + t(epsilon))
+        param -= delta * t(rate)
+    _guarded(ctx, flag, [param, m, v], update)
 
 
 @_update("rmsprop_update")
-def rmsprop_update(ctx, param, grad, lr, mean_square, *mean_grad, decay_rate, epsilon,
-                   weight_decay=0.0):
+def rmsprop_update(ctx, param, grad, lr, mean_square, *rest, decay_rate, epsilon,
+                   weight_decay=0.0, guarded=False):
+    # ``rest``: the centered form's mean gradient, then (``guarded``) the step's flag.
+    flag, mean_grad = (rest[-1:], rest[:-1]) if guarded else ((), rest)
     xp = ctx.xp
     t = param.dtype.type
-    grad = _decayed(xp, param, grad, weight_decay)
-    mean_square *= t(decay_rate)
-    mean_square += grad * grad * t(1 - decay_rate)
-    if mean_grad:  # centered: divide by an estimate of the variance instead
-        mg, = mean_grad
-        mg *= t(decay_rate)
-        mg += grad * t(1 - decay_rate)
-        denom = xp.sqrt(mean_square - mg * mg + t(epsilon))
-    else:
-        denom = xp.sqrt(mean_square + t(epsilon))
-    param -= grad / denom * t(lr)
+    g = _decayed(xp, param, grad, weight_decay)
+
+    def update(param, mean_square, *mean_grad):
+        mean_square *= t(decay_rate)
+        mean_square += g * g * t(1 - decay_rate)
+        if mean_grad:  # centered: divide by an estimate of the variance instead
+            mg, = mean_grad
+            mg *= t(decay_rate)
+            mg += g * t(1 - decay_rate)
+            denom = xp.sqrt(mean_square - mg * mg + t(epsilon))
+        else:
+            denom = xp.sqrt(mean_square + t(epsilon))
+        param -= g / denom * t(lr)
+    _guarded(ctx, flag, [param, mean_square, *mean_grad], update)
 
 
 @_update("increment")
-def increment(ctx, counter):
+def increment(ctx, counter, *flag, job=None):
+    # A skipped step does not count: the counter is the number of updates applied, which
+    # Adam's bias correction and the learning-rate schedule must follow (the optimizer
+    # slots did not move either). Reading a device flag here costs no extra stall: this
+    # is the step's last op, and the step is waited for right after it anyway.
+    if flag:
+        ok, = flag
+        if not (ok if _on_host(ok) else ctx.backend.to_host(ok)):
+            from ..step_guard import note_skipped
+            note_skipped(ctx.session, job, int(counter))
+            return
     counter += 1
 
 
@@ -105,7 +176,12 @@ def learning_rate(ctx, step, *, schedule):
 
 
 @_update("assign_moving_average")
-def assign_moving_average(ctx, target, value, *, momentum):
+def assign_moving_average(ctx, target, value, *flag, momentum):
+    # ``flag``: in a train job, the step's non-finite guard (a bad batch must not poison
+    # batch normalization's running statistics either).
     t = target.dtype.type
-    target *= t(momentum)
-    target += value * t(1 - momentum)
+
+    def update(target):
+        target *= t(momentum)
+        target += value * t(1 - momentum)
+    _guarded(ctx, flag, [target], update)

@@ -1005,6 +1005,48 @@ def test_optimizer_update_ops(optimizer, update_op, reference):
     assert counter == 3
 
 
+@pytest.mark.parametrize("optimizer, update_op, reference", OPTIMIZERS)
+@covers("all_finite", "sgd_update", "momentum_update", "adam_update", "rmsprop_update",
+        "increment")
+def test_optimizer_updates_skip_a_non_finite_step(optimizer, update_op, reference):
+    # The gradient comes from a placeholder scale: 1 is a normal step, NaN or inf poisons
+    # the gradient. A poisoned step changes no variable, slot or counter; the step after it
+    # computes exactly what it would have without it.
+    rng = np.random.default_rng(4)
+    w0, grad = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+
+    def body(scale):
+        w = flow.get_variable("w", shape=w0.shape, dtype=flow.float64,
+                              initializer=flow.zeros_initializer())
+        g = flow.constant(grad, dtype=flow.float64) * scale
+        loss = flow.math.reduce_sum(w * g)
+        optimizer().minimize(loss)
+        return loss
+
+    one = np.ones((2, 3))
+    job = H.instrument(H.make_job(body, [H._spec(one)], job_type="train"))
+    H.assert_ops(job, ["all_finite", update_op, "increment"])
+    flow.load_variables({"w": w0})
+    counter = f"System-Train-TrainStep-{job.__name__}"
+    flow.config.check_finite_inputs(False)
+    try:
+        job(one)
+        before = flow.get_all_variables()
+        with pytest.warns(flow.train.NonFiniteStepWarning, match=f"{job.__name__}.*step 1"):
+            job(np.where(np.eye(2, 3) > 0, np.nan, one))
+        job(np.full((2, 3), np.inf))      # counted, not warned again
+    finally:
+        flow.config.check_finite_inputs(True)
+    after = flow.get_all_variables()
+    assert all(np.array_equal(after[n], before[n]) for n in before), "a skipped step changed state"
+    assert after[counter] == 1 and flow.train.skipped_steps(job) == 2
+    job(one)
+    job(one)
+    np.testing.assert_allclose(flow.get_all_variables()["w"], reference(w0, grad)[2],
+                               rtol=1e-10, atol=1e-12)
+    assert flow.get_all_variables()[counter] == 3
+
+
 # errors: shape rules reject bad inputs at trace time, naming the op ----------------------------
 
 ERRORS = [
