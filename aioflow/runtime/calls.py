@@ -30,8 +30,10 @@ def call_job(job, compiled, arrays):
             outputs = step.future.result()
         return None if spec.is_none else rebuild_result(compiled.template, outputs)
 
-    slot = CallbackSlot(_delivery(pipeline, loop, compiled, job.__name__))
     step = pipeline.new_step(compiled, arrays)
+    slot = CallbackSlot(_delivery(pipeline, loop, compiled, job.__name__, step))
+    if loop is None:
+        step.slot = slot   # the step keeps its place until its callback ran
     step.future.add_done_callback(slot.step_done)
     if spec.callback and loop is not None:
         admitted = pipeline.admit_and_enqueue_soon(loop, step)
@@ -44,13 +46,16 @@ def call_job(job, compiled, arrays):
     return LegacyResult(step.future, compiled.template, job.__name__, slot)
 
 
-def _delivery(pipeline, loop, compiled, job_name):
+def _delivery(pipeline, loop, compiled, job_name, step):
     """Where callbacks of this call run: the caller's loop, or the delivery thread."""
     session, template = compiled.session, compiled.template
 
     def deliver(slot, callback, future) -> None:
         def thunk() -> None:
-            invoke(slot, callback, future, template, session, job_name)
+            try:
+                invoke(slot, callback, future, template, session, job_name)
+            finally:
+                pipeline.release_held(step)
         if loop is not None:
             pipeline.deliver_on_loop(loop, thunk)
         else:

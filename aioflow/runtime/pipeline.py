@@ -55,14 +55,20 @@ def on_runtime_thread() -> str | None:
 
 
 class Step:
-    __slots__ = ("compiled", "arrays", "future", "seq")
+    __slots__ = ("compiled", "arrays", "future", "seq", "slot", "held")
     # seq: the step's number in its session (1, 2, ...), named in the errors of failed steps
+    # slot: the CallbackSlot of a Callback call from plain code, whose step keeps its
+    #   place in the pipeline until its callback ran (``held``), so a loop of such calls
+    #   has at most ``depth`` callbacks outstanding when it ends, and a slow callback
+    #   slows the producer instead of queueing deliveries without bound.
 
     def __init__(self, compiled, arrays, seq: int):
         self.compiled = compiled
         self.arrays = arrays
         self.future: Future = Future()
         self.seq = seq
+        self.slot = None
+        self.held = False
 
 
 class Admission:
@@ -366,7 +372,11 @@ class Pipeline:
         # The place goes back before the future is set: the caller it wakes finds the
         # pipeline idle (an awaited step may then run on its loop). The pending count
         # drops after: sync() must not return before the future's callbacks were queued.
-        self.admission.release()
+        # A step whose callback is registered keeps its place until the callback ran
+        # (the delivery calls release_held).
+        step.held = step.slot is not None and step.slot.has_callback
+        if not step.held:
+            self.admission.release()
         try:
             if error is None:
                 step.future.set_result(outputs)
@@ -374,6 +384,12 @@ class Pipeline:
                 step.future.set_exception(_naming_the_step(error, step))
         finally:
             self._end()
+
+    def release_held(self, step: Step) -> None:
+        """After a held step's callback ran: give its place in the pipeline back."""
+        if step.held:
+            step.held = False
+            self.admission.release()
 
     def _retire(self, step: Step) -> None:
         """A step withdrawn before it started: it gives back its place, never runs."""

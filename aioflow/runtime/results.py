@@ -151,6 +151,11 @@ class CallbackSlot:
     def registered(self) -> bool:
         return self._registered
 
+    @property
+    def has_callback(self) -> bool:
+        """A callback (not None) is registered and will be called."""
+        return self._registered and self._callback is not None
+
     def step_done(self, future: Future) -> None:
         """Called on the compute thread when the step finished (or was withdrawn)."""
         with self._lock:

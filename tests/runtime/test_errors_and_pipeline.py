@@ -115,24 +115,19 @@ def test_backpressure_bounds_in_flight_steps():
     flow.sync_default_session()
     slow(eye)(lambda _: None)  # compile and warm up
     flow.sync_default_session()
-    began = time.perf_counter()
-    slow(eye)(lambda _: None)
-    flow.sync_default_session()
-    step_time = time.perf_counter() - began   # this machine's, not the nominal 0.05 s
     from aioflow.session import default_session
     pipeline = default_session().pipeline
-    peak = 0
-    start = time.perf_counter()
+    peak, delivered, seen_at_return = 0, [], []
     for _ in range(6):
-        slow(eye)(lambda _: None)
+        slow(eye)(delivered.append)
         peak = max(peak, pipeline.admission.in_use)
-    submitted = time.perf_counter() - start
+        seen_at_return.append(len(delivered))
     flow.sync_default_session()
-    assert peak <= 2
-    # The producer waited for slots instead of queueing all 6: with 2 in flight, the
-    # last 4 submissions each waited for a step to finish (a 16-core machine ran the
-    # nominal 0.05 s steps in half that: hence the measured step time).
-    assert submitted > 2.5 * step_time
+    assert peak <= 2 and len(delivered) == 6
+    # The producer waited for places instead of queueing all 6: a step keeps its place
+    # until its callback ran, so when call k returned (k+1 admitted), at least k-1
+    # callbacks had run.
+    assert all(seen >= k - 1 for k, seen in enumerate(seen_at_return)), seen_at_return
 
 
 async def test_loop_keeps_serving_during_heavy_compute():
@@ -388,3 +383,20 @@ def test_with_sigint_ignored_blocking_steps_still_run_inline():
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_slow_callback_slows_the_producer_instead_of_queueing_deliveries():
+    fast, eye = make_slow(0.005, tp.Callback[tp.Numpy])
+    fast(eye)(lambda _: None)  # compile and warm up
+    flow.sync_default_session()
+    delivered, seen_at_return = [], []
+
+    def slow_callback(_):
+        time.sleep(0.05)       # ten times the step
+        delivered.append(1)
+    for _ in range(6):
+        fast(eye)(slow_callback)
+        seen_at_return.append(len(delivered))
+    flow.sync_default_session()
+    assert len(delivered) == 6
+    assert all(seen >= k - 1 for k, seen in enumerate(seen_at_return)), seen_at_return
