@@ -12,7 +12,7 @@ from __future__ import annotations
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
              "pipeline_depth": 2, "fusion": True, "memory_plan": True,
              "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True, "await_on_loop_ms": 2.0,
-             "check_finite_inputs": True}
+             "check_finite_inputs": True, "skip_nonfinite_steps": True}
 _watchers: dict[str, list] = {}
 
 
@@ -28,6 +28,7 @@ __all__ = [
     "conv_algorithm",
     "tune_malloc",
     "check_finite_inputs",
+    "skip_nonfinite_steps",
     "enable_debug_mode",
     "get",
 ]
@@ -200,6 +201,20 @@ def check_finite_inputs(flag: bool = True) -> None:
     >>> check_finite_inputs(True)
     """
     _settings["check_finite_inputs"] = bool(flag)
+
+
+def skip_nonfinite_steps(flag: bool = True) -> None:
+    """Whether a train step whose loss or gradients come out NaN or infinite applies no
+    update (default True; jobs compiled from now on): its variables, optimizer slots and
+    step counter keep their values and a ``NonFiniteStepWarning`` names the job and step
+    (``docs/faults.md``). The check reads every gradient once more per step (the seed
+    MLP's 0.4 M: ~50 us on a 2-core AMD EPYC, a few percent of its CPU step); turn it off
+    where that matters more than surviving a bad batch.
+
+    >>> skip_nonfinite_steps(False)
+    >>> skip_nonfinite_steps(True)
+    """
+    _settings["skip_nonfinite_steps"] = bool(flag)
 
 
 def enable_debug_mode(flag: bool = True) -> None:

@@ -26,7 +26,7 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from . import dtypes
+from . import config, dtypes
 from .compiler.autodiff import gradients
 from .ir import current_graph
 from .ops import state as state_ops
@@ -300,16 +300,19 @@ def build_training(graph) -> None:
     step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
     lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
     # The non-finite guard (ops/state.py): one flag over the losses and the gradients
-    # that every update of the step, and the step counter, obey.
-    checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
-    finite = state_ops.all_finite(*checked)
-    optimizer.guard = finite
+    # that every update of the step, and the step counter, obey (unless switched off:
+    # flow.config.skip_nonfinite_steps).
+    flag = ()
+    if config.get("skip_nonfinite_steps"):
+        checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
+        flag = (state_ops.all_finite(*checked),)
+    optimizer.guard = flag[0] if flag else None
     try:
         for name, param, grad in pairs:
             optimizer.update(name, param, grad, lr, step)
     finally:
         optimizer.guard = None
     for node in graph.nodes:   # batch normalization's running statistics, traced earlier
-        if node.op.name == "assign_moving_average" and len(node.inputs) == 2:
-            node.inputs = (*node.inputs, finite)
-    state_ops.increment(step, finite, job=graph.name)
+        if flag and node.op.name == "assign_moving_average" and len(node.inputs) == 2:
+            node.inputs = (*node.inputs, *flag)
+    state_ops.increment(step, *flag, job=graph.name)

@@ -80,3 +80,21 @@ def test_predict_jobs_have_no_guard():
 
     assert "all_finite" not in str(predict.graph)
     assert np.isnan(predict(np.array([np.nan, 1], np.float32))[0])
+
+
+def test_switched_off_the_step_applies_whatever_comes_out():
+    flow.config.skip_nonfinite_steps(False)
+    try:
+        train = _mlp()
+        rng = np.random.default_rng(0)
+        x, y = _batch(rng)
+        train(x, y)
+        assert not any(n.op.name == "all_finite"
+                       for n in train.compiled_for(flow.session.default_session()).graph.nodes)
+        bad_x = x.copy()
+        bad_x[3, 1] = np.nan
+        train(bad_x, y)             # no guard: the NaN reaches the weights
+        assert np.isnan(flow.get_all_variables()["h-weight"]).any()
+        assert flow.get_all_variables()["System-Train-TrainStep-train_mlp"] == 2
+    finally:
+        flow.config.skip_nonfinite_steps(True)
