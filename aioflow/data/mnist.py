@@ -235,9 +235,14 @@ def _locate_or_download(url, hash_check, out_dir, data_dir, allow_subset) -> Pat
     download_dir = Path(os.path.expanduser(os.fspath(out_dir))) if out_dir is not None else cache_dir()
     if not isinstance(url, str) or not url:
         raise ValueError(f"url must be a non-empty string, got {url!r}")
-    if allow_subset and _env_flag(OFFLINE_ENV):
-        print(f"mnist.npz not found and ${OFFLINE_ENV} is set: {_SUBSET_NOTE}", flush=True)
-        return None
+    if _env_flag(OFFLINE_ENV):   # no download attempt at all
+        if allow_subset:
+            print(f"mnist.npz not found and ${OFFLINE_ENV} is set: {_SUBSET_NOTE}",
+                  flush=True)
+            return None
+        raise DatasetUnavailableError(
+            f"MNIST is unavailable: mnist.npz was not found locally and ${OFFLINE_ENV} is "
+            f"set (no download)\n{_help_text(url, dirs, download_dir)}")
     print(f"Downloading {url} to {download_dir / MNIST_FILENAME} ... ", end="", flush=True)
     try:
         path = _download.download(url, download_dir / MNIST_FILENAME, accepted, quiet=True)

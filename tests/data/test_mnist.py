@@ -559,10 +559,18 @@ def test_offline_env_skips_the_download(env, monkeypatch, capsys):
 
 def test_full_set_demanded_by_env(env, monkeypatch):
     monkeypatch.setenv("AIOFLOW_MNIST_FULL", "1")
-    monkeypatch.setenv("AIOFLOW_OFFLINE", "1")  # no effect when the full set is demanded
     with pytest.raises(DatasetUnavailableError, match="MNIST is unavailable"):
         load_mnist(100)
     assert len(env.opener.calls) == 1
+
+
+def test_offline_with_the_full_set_demanded_raises_without_trying(env, monkeypatch, capsys):
+    monkeypatch.setenv("AIOFLOW_MNIST_FULL", "1")
+    monkeypatch.setenv("AIOFLOW_OFFLINE", "1")   # no download attempt, whatever is asked
+    with pytest.raises(DatasetUnavailableError, match="AIOFLOW_OFFLINE is set"):
+        load_mnist(100)
+    assert env.opener.calls == []
+    assert "Downloading" not in capsys.readouterr().out
 
 
 def test_local_file_still_wins_and_checksum_errors_still_raise(env, capsys):
