@@ -53,7 +53,8 @@ def test_float64_beyond_float32_is_refused_like_wrapping_ints(job):
         call(x)
     assert _unchanged(before)
     x[2, 1] = 3.4028235e38      # rounds to float32's largest value: fits
-    assert predict(x).shape == (4, 2)
+    with np.errstate(over="ignore"):   # the random weights may overflow the product
+        assert predict(x).shape == (4, 2)
 
 
 def test_nan_input_to_a_train_job_is_refused_and_changes_nothing():

@@ -33,7 +33,7 @@ def run(script, cwd, prelude=""):
             f"sys.argv = [{str(SEEDS / script)!r}]\n"
             f"runpy.run_path({str(SEEDS / script)!r}, run_name='__main__')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc.stdout.splitlines()
 
@@ -58,6 +58,11 @@ def _first(*args, **kwargs):
     return (x[:5], y[:5]), (tx, ty)
 flow.data.load_mnist = _first
 """
+
+
+# Each test runs a whole training script in a subprocess: tens of seconds on 2 idle cores,
+# minutes on a loaded one; pytest's default 120 s per test is too tight for that.
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_english_lenet_train_then_eval(workdir):
