@@ -43,6 +43,8 @@ class Plan:
     # op outputs): a bound on the memory traffic of a step, known at compile time. The
     # runtime runs an awaited step this small on the caller's event loop (runtime/calls).
     bytes_touched: int = 0
+    # Some op waits for other ranks (aioflow.distributed): never run on an event loop.
+    communicates: bool = False
     _bound: bool = False
 
     def _bind_buffers(self, ctx) -> None:
