@@ -122,7 +122,7 @@ class Session:
         names = list(self.variables if names is None else names)
         values = {name: _initial_value(self.variables[name], self.rng) for name in names}
         from .distributed import is_distributed
-        if is_distributed():   # every rank starts from rank 0's values
+        if names and is_distributed():   # every rank starts from rank 0's values
             from .distributed.collectives import broadcast_arrays
             values = broadcast_arrays(values, "broadcasting rank 0's initial variables")
         for name in names:

@@ -31,6 +31,10 @@ def _outcomes(ok: bool, error: BaseException | None, what: str) -> None:
 def _rank0_writes(fn, what: str):
     @functools.wraps(fn)
     def save(*args, **kwargs):
+        # Every rank compiles and initializes what the save would (collectives that
+        # rank 0 must not run alone), then rank 0 writes.
+        from ..checkpoint import _ready_session
+        _ready_session()
         if world().rank == 0:
             try:
                 result = fn(*args, **kwargs)
