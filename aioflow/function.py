@@ -299,5 +299,4 @@ def _placeholders_for(graph, spec, name, job_name):
     if isinstance(spec, tuple):
         return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name)
                      for i, s in enumerate(spec))
-    distributed.views.check_placeholder(spec, name, job_name)
-    return graph.add_placeholder(spec.shape, spec.dtype, name)
+    return distributed.views.add_placeholder(graph, spec, name, job_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .distributed.views import rank_part
 from .typing import PlaceholderSpec
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
@@ -29,7 +30,8 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True
             arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private)
         return arrays
     if spec.kind == "numpy":
-        return [_convert_array(spec, value, name, fn_name, private)]
+        # the whole value in a single process, else this rank's slice of the batch
+        return [rank_part(spec, _convert_array(spec, value, name, fn_name, private))]
     from .distributed import views
     # The outer list holds one entry per rank (one per device: a rank runs one device).
     item = views.rank_element(value, spec, name, fn_name)

@@ -39,6 +39,15 @@ def allreduce_mean_start(arrays, what: str):
     return state.communicator().submit(start, finish, what)
 
 
+def allreduce_sum(array, what: str) -> np.ndarray:
+    """The sum of every rank's ``array`` (waits for it)."""
+    from mpi4py import MPI
+    send = np.array(array, order="C")
+    receive = np.empty_like(send)
+    return state.communicator().run(
+        lambda: _comm().Iallreduce(send, receive, op=MPI.SUM), lambda: receive, what)
+
+
 def allgather_stacked(array, what: str) -> np.ndarray:
     """Every rank's ``array`` (all of one shape), stacked: shape ``(size, *shape)``."""
     send = np.array(array, order="C")

@@ -75,11 +75,39 @@ def _gather_kernel(ctx, x, *, counter, first):
     return collectives.allgather_stacked(x, counter.describe(ctx, first, "gathering a result"))
 
 
+def _concat_infer(x, *, counter, first, axis):
+    shape = list(x.shape)
+    shape[axis] *= state.world().size
+    return [(tuple(shape), x.dtype)]
+
+
+def _concat_kernel(ctx, x, *, counter, first, axis):
+    stacked = collectives.allgather_stacked(
+        x, counter.describe(ctx, first, "gathering a batched result"))
+    return np.concatenate(list(stacked), axis=axis)
+
+
+def _reduce_infer(x, *, counter, first, mean):
+    return [(tuple(x.shape), x.dtype)]
+
+
+def _reduce_kernel(ctx, x, *, counter, first, mean):
+    what = counter.describe(ctx, first, "all-reducing a result reduced over the batch")
+    summed = collectives.allreduce_sum(x, what)
+    return summed / summed.dtype.type(state.world().size) if mean else summed
+
+
 allreduce_start = OpDef("allreduce_start", _start_infer, _start_kernel, differentiable=False)
 allreduce_wait = OpDef("allreduce_wait", _wait_infer, _wait_kernel, differentiable=False)
 allgather_result = OpDef("allgather_result", _gather_infer, _gather_kernel,
                          differentiable=False)
-COLLECTIVE_OPS = ("allreduce_start", "allreduce_wait", "allgather_result")
+allgather_concat = OpDef("allgather_concat", _concat_infer, _concat_kernel,
+                         differentiable=False)
+allreduce_result = OpDef("allreduce_result", _reduce_infer, _reduce_kernel,
+                         differentiable=False)
+COLLECTIVE_OPS = ("allreduce_start", "allreduce_wait", "allgather_result",
+                  "allgather_concat", "allreduce_result")
+_RESULT_OPS = (allgather_result, allgather_concat, allreduce_result)
 
 
 def _counter(graph) -> StepCounter:
@@ -94,17 +122,60 @@ def _counter(graph) -> StepCounter:
 
 
 def gather_outputs(graph, kinds) -> list:
-    """``graph.outputs`` with every mirrored-view (``list_numpy``) result replaced by all
-    ranks' values stacked; called while tracing."""
+    """``graph.outputs`` as one process would return them; called while tracing.
+
+    A mirrored-view (``list_numpy``) result becomes every rank's value, stacked. In a job
+    with consistent-view placeholders split over the ranks, a ``tp.Numpy`` result is
+    gathered along its batch axis or all-reduced if it was reduced over the batch (see
+    :mod:`aioflow.distributed.batch_split`, which also checks the training loss)."""
     counter = _counter(graph)
+    split = getattr(graph, "split_axes", None)
+    states = _check_split_job(graph, split) if split else {}
     outputs = []
-    for blob, kind in zip(graph.outputs, kinds):
+    for index, (blob, kind) in enumerate(zip(graph.outputs, kinds)):
+        first = not any(n.op in _RESULT_OPS for n in graph.nodes)
         if kind in ("list_numpy", "list_list_numpy"):
-            first = not any(n.op is allgather_result for n in graph.nodes)
             blob = allgather_result(blob, counter=counter, first=first,
                                     name=f"allgather-{blob.name}")
+        elif split:
+            blob = _consistent_result(graph, blob, states, counter, first, index)
         outputs.append(blob)
     return outputs
+
+
+def _check_split_job(graph, split) -> dict:
+    from .batch_split import FREE, MEAN, Unsupported, analyse
+    states = analyse(graph, split)
+    losses = list(graph.legacy_losses)
+    if graph.train_target is not None:
+        losses += list(graph.train_target[1])
+    for loss in losses:
+        value = states.get(loss.id, FREE)
+        if isinstance(value, Unsupported) or value not in (FREE, MEAN) and \
+                not isinstance(value, int):
+            why = value if isinstance(value, Unsupported) else "a sum over the batch"
+            raise NotImplementedError(
+                f"job {graph.name!r}: its training loss cannot be split over "
+                f"{state.world().size} ranks exactly ({why}); minimize a per-sample loss "
+                "or its reduce_mean, or use the mirrored view (tp.ListNumpy)")
+    return states
+
+
+def _consistent_result(graph, blob, states, counter, first, index):
+    from .batch_split import FREE, MEAN, SUM, Unsupported
+    value = states.get(blob.id, FREE)
+    if value == FREE:
+        return blob
+    if isinstance(value, int):
+        return allgather_concat(blob, counter=counter, first=first, axis=value,
+                                name=f"allgather-{blob.name}")
+    if value in (MEAN, SUM):
+        return allreduce_result(blob, counter=counter, first=first, mean=value == MEAN,
+                                name=f"allreduce-{blob.name}")
+    raise NotImplementedError(
+        f"job {graph.name!r}: result {index} ({blob.name}) cannot be computed from batch "
+        f"slices on {state.world().size} ranks exactly: {value}. Return per-sample "
+        "values or their reduce_mean/reduce_sum, or use the mirrored view (tp.ListNumpy)")
 
 
 def buckets_of(pairs, producer_index) -> list[list]:

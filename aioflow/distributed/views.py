@@ -3,28 +3,48 @@
 * Mirrored view (``tp.ListNumpy``): an argument is a list with one array per rank;
   rank ``r`` computes on element ``r`` (each element has the placeholder's shape). A
   ``tp.ListNumpy`` result is the list of every rank's value, the same on every rank.
-* Consistent view (``tp.Numpy``): a placeholder with a batch axis would hold the
-  logical batch, to be split over the ranks. aioflow does not split it yet: such a job is
-  refused when it is compiled in a world of several ranks, with the fix (ListNumpy)
-  named. A placeholder declared with ``batch_axis=None`` is replicated: every rank must
-  pass the same value, and a ``tp.Numpy`` result is this rank's own value.
+* Consistent view (``tp.Numpy``): a placeholder with a batch axis holds the logical
+  batch; every rank passes the whole of it and computes on its slice (rank ``r`` takes
+  rows ``r*B/N`` to ``(r+1)*B/N`` along ``batch_axis``; the batch must divide by the
+  ranks). The job is traced with the slice's shape. Results come back as one process
+  would give them (:mod:`aioflow.distributed.batch_split` says how, or refuses the job).
+  A placeholder declared with ``batch_axis=None`` is passed whole to every rank.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .state import world
 
 
-def check_placeholder(spec, name: str, job_name: str) -> None:
-    """Refuse a consistent-view placeholder with a batch axis in a world of several."""
+def add_placeholder(graph, spec, name: str, job_name: str):
+    """The placeholder blob of ``spec``: a consistent-view placeholder with a batch axis
+    gets this rank's slice of the batch (``graph.split_axes`` records it)."""
     current = world()
-    if current.distributed and spec.kind == "numpy" and spec.batch_axis is not None:
-        raise NotImplementedError(
-            f"job function {job_name!r}, parameter {name!r}: a tp.Numpy placeholder with a "
-            f"batch axis (consistent view) in a world of {current.size} ranks would be "
-            "split along its batch axis, which aioflow does not do yet. Use the mirrored "
-            f"view: tp.ListNumpy.Placeholder(per-rank shape) and pass a list of "
-            f"{current.size} arrays, one per rank (or declare batch_axis=None for a value "
-            "every rank passes whole)")
+    shape = spec.shape
+    split = current.distributed and spec.kind == "numpy" and spec.batch_axis is not None
+    if split:
+        from .batch_split import local_rows
+        axis = spec.batch_axis % len(shape)
+        rows = local_rows(shape[axis], current.size,
+                          f"job function {job_name!r}, parameter {name!r}")
+        shape = shape[:axis] + (rows,) + shape[axis + 1:]
+    blob = graph.add_placeholder(shape, spec.dtype, name)
+    if split:
+        graph.split_axes = {**getattr(graph, "split_axes", {}), blob.id: axis}
+    return blob
+
+
+def rank_part(spec, array):
+    """This rank's slice of a consistent-view argument (a private, contiguous copy)."""
+    current = world()
+    if not (current.distributed and spec.kind == "numpy" and spec.batch_axis is not None):
+        return array
+    axis = spec.batch_axis % array.ndim
+    rows = array.shape[axis] // current.size
+    index = [slice(None)] * array.ndim
+    index[axis] = slice(current.rank * rows, (current.rank + 1) * rows)
+    return np.array(array[tuple(index)], order="C")
 
 
 def rank_element(items, spec, name: str, fn_name: str):

@@ -114,3 +114,24 @@ def test_rank_0_saves_every_rank_loads_and_errors_reach_every_rank(tmp_path):
     for rank in (0, 1):
         assert f"rank {rank} save refused" in done.stdout, done.stdout
         assert f"rank {rank} load refused" in done.stdout, done.stdout
+
+
+def test_consistent_view_splits_the_batch_and_returns_what_one_process_would(tmp_path):
+    one, _ = run(1, "consistent.py", tmp_path / "one.npz")
+    two, _ = run(2, "consistent.py", tmp_path / "two.npz")
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    single, double = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert set(single.files) == set(double.files) and "logits/3" in single.files
+    for key in single.files:   # batched results concatenated, mean/sum all-reduced
+        assert single[key].shape == double[key].shape, key
+        np.testing.assert_allclose(double[key], single[key], rtol=0, atol=1e-10,
+                                   err_msg=key)
+    for rank in (0, 1):
+        assert (f"rank {rank} batch_max refused: NotImplementedError: job 'batch_max': "
+                "result 0 (reduce_max) cannot be computed from batch slices on 2 ranks "
+                "exactly") in two.stdout, two.stdout
+        assert (f"rank {rank} odd_batch refused: ValueError: job function 'odd_batch', "
+                "parameter 'x': its batch axis has 9 rows, which do not split evenly over "
+                "2 ranks") in two.stdout
+    assert "rank 0 batch_max accepted" in one.stdout   # a single process is unchanged
