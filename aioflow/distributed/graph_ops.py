@@ -63,7 +63,7 @@ def _wait_infer(token, *, counter, bucket, specs):
 
 
 def _wait_kernel(ctx, token, *, counter, bucket, specs):
-    averaged = ctx._pending_allreduce.pop((counter.job, bucket)).result()
+    averaged = state.communicator().wait(ctx._pending_allreduce.pop((counter.job, bucket)))
     return averaged[0] if len(averaged) == 1 else tuple(averaged)
 
 
