@@ -107,13 +107,16 @@ def test_different_jobs_on_the_ranks_raise_on_every_rank():
             in done.stdout, done.stdout + done.stderr
 
 
-def test_rank_0_saves_every_rank_loads_and_errors_reach_every_rank(tmp_path):
+def test_checkpoints_on_ranks_and_child_processes_of_a_rank(tmp_path):
+    # rank 0 saves, every rank loads, errors reach every rank; children never join MPI
     done, _ = run(2, "checkpoints.py", tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "model" / "snapshot_done").exists()
     for rank in (0, 1):
         assert f"rank {rank} save refused" in done.stdout, done.stdout
         assert f"rank {rank} load refused" in done.stdout, done.stdout
+        assert f"rank {rank} spawned child: 1 False 0" in done.stdout
+        assert f"rank {rank} forked child: world of 1" in done.stdout
 
 
 def test_consistent_view_splits_the_batch_and_returns_what_one_process_would(tmp_path):

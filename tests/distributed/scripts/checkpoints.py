@@ -35,3 +35,22 @@ for attempt in ("save", "load"):
         print(f"rank {rank} {attempt} refused: {type(exc).__name__}: {exc}", flush=True)
     else:
         print(f"rank {rank} {attempt} accepted", flush=True)
+
+# Child processes of a rank (a loader's workers...) inherit the launcher's environment
+# but must not initialise MPI again: each is a world of one.
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+child = subprocess.run([sys.executable, "-c", "import aioflow as flow, sys; "
+                        "print(flow.distributed.size(), 'mpi4py' in sys.modules)"],
+                       capture_output=True, text=True, timeout=60)
+print(f"rank {rank} spawned child: {child.stdout.strip()} {child.returncode}", flush=True)
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(read)
+    os.write(write, str(flow.distributed.size()).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(pid, 0)
+print(f"rank {rank} forked child: world of {os.read(read, 16).decode()}", flush=True)
