@@ -12,6 +12,9 @@ What changes in a world of several ranks (see docs/distributed.md):
 
 * ``tp.ListNumpy`` arguments hold one array per rank; rank ``r`` computes on element
   ``r``. ``tp.ListNumpy`` results come back as every rank's value, on every rank.
+* ``tp.Numpy`` placeholders with a batch axis hold the whole batch; each rank computes
+  on its slice, and results come back as one process would return them (gathered along
+  the batch axis, or all-reduced when reduced over it); other jobs are refused.
 * A train job's gradients are averaged over the ranks (bucketed all-reduce, before
   gradient clipping and the updates), so every rank applies the same update.
 * Rank 0's initial variable values are broadcast; checkpoints are written by rank 0.
