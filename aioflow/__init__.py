@@ -11,8 +11,8 @@ array([1., 1., 1.], dtype=float32)
 
 This module only re-exports; each name lives in the module named in its docstring.
 """
-from . import (checkpoint, config, data, initializers, layers, losses, math, nn, optimizer,
-               random, regularizers, scope, train, typing)
+from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
+               math, nn, optimizer, random, regularizers, scope, train, typing)
 from .checkpoint import get_all_variables, load_variables
 from .dtypes import (DType, double, float, float16, float32, float64, half, int8, int32,
                      int64, uint8)
@@ -49,6 +49,7 @@ def MirroredTensorDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
 
 
 fixed_placement = scope.fixed_placement
+distributed.setup()   # joins the world when a launcher started several ranks; else nothing
 BlobDef = Blob
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,7 +1,9 @@
 """``flow.config``: process-wide settings (device counts and debug switches).
 
 Device counts are recorded and validated; aioflow runs each job on one device of the
-chosen kind (see ``flow.scope.placement``).
+chosen kind (see ``flow.scope.placement``). In a world of several ranks
+(``python -m aioflow.launch``, docs/distributed.md) each rank runs one device: a count
+must then be 1 or the ranks on the host, and ``machine_num`` the hosts.
 
 >>> import aioflow as flow
 >>> flow.config.gpu_device_num(1)
@@ -12,7 +14,8 @@ from __future__ import annotations
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
              "pipeline_depth": 2, "fusion": True, "memory_plan": True,
              "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True, "await_on_loop_ms": 2.0,
-             "check_finite_inputs": True, "skip_nonfinite_steps": True}
+             "check_finite_inputs": True, "skip_nonfinite_steps": True,
+             "collective_timeout": 300.0}
 _watchers: dict[str, list] = {}
 
 
@@ -30,6 +33,7 @@ __all__ = [
     "check_finite_inputs",
     "skip_nonfinite_steps",
     "enable_debug_mode",
+    "collective_timeout",
     "get",
 ]
 
@@ -41,18 +45,46 @@ def _count(name, n):
 
 
 def gpu_device_num(n: int) -> None:
-    """Number of GPUs per machine to use (validated; jobs run on one device)."""
+    """Number of GPUs per machine to use (validated; jobs run on one device per rank)."""
     _count("gpu_device_num", n)
+    _check_devices("gpu_device_num", n)
 
 
 def cpu_device_num(n: int) -> None:
-    """Number of CPU devices per machine (validated; jobs run on one device)."""
+    """Number of CPU devices per machine (validated; jobs run on one device per rank)."""
     _count("cpu_device_num", n)
+    _check_devices("cpu_device_num", n)
+
+
+def _check_devices(name: str, n: int) -> None:
+    from .distributed.resources import check_device_count
+    check_device_count(name, n)
 
 
 def machine_num(n: int) -> None:
-    if n != 1:
-        raise ValueError(f"flow.config.machine_num: aioflow runs on one machine, got {n!r}")
+    """Number of machines: must be the hosts the launcher started the ranks on (1 for a
+    single process)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"flow.config.machine_num: expected a positive int, got {n!r}")
+    from .distributed.resources import check_machine_count
+    check_machine_count(n)
+    _settings["machine_num"] = n
+
+
+def collective_timeout(seconds: float = 300.0) -> None:
+    """How long a rank of several waits for the others in one collective (a gradient
+    all-reduce, a gathered result, a checkpoint) before it reports which step it was
+    waiting in and aborts every rank (default 300 s). Why a deadline: a rank that raised,
+    was killed or hangs never joins, and MPI alone would wait forever.
+
+    >>> collective_timeout(60); get("collective_timeout")
+    60.0
+    >>> collective_timeout()
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"flow.config.collective_timeout: expected a positive number of "
+                         f"seconds, got {seconds!r}")
+    _settings["collective_timeout"] = float(seconds)
 
 
 def on_change(name: str, callback) -> None:

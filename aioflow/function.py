@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from . import backends, config
+from . import backends, config, distributed
+from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
 from .compiler import compile as compile_graph
 from .compiler.compile import DEFAULT_OPTIONS
@@ -186,7 +187,9 @@ class CompiledJob:
         # Awaited steps may run on the caller's event loop (runtime/calls.py): only where
         # the device completes its work at once (the CPU) and no kernel fans out to the
         # worker threads; at once if the plan is tiny, else once its steps proved short.
-        self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels)
+        # A step of several ranks waits for the others: never on the caller's loop.
+        self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels
+                              and not self.plan.communicates)
         self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
         self.step_seconds: float | None = None   # running average of measured steps
         # function_config.pipeline_depth: this job's calls are admitted only while fewer
@@ -198,7 +201,7 @@ class CompiledJob:
         job = self.job
         args, kwargs = [], {}
         for param in job.parameters:
-            blobs = _placeholders_for(graph, param.spec, param.name)
+            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__)
             if param.positional:
                 args.append(blobs)
             else:
@@ -207,6 +210,9 @@ class CompiledJob:
             value = job.fn(*args, **kwargs)
             blobs, self.template = flatten_result(job.return_spec, value, job.__name__)
             graph.outputs = list(blobs)
+            if distributed.is_distributed():   # ListNumpy results: every rank's value
+                graph.outputs = distributed.graph_ops.gather_outputs(
+                    graph, distributed.views.output_kinds(self.template))
         if job.job_type != "train" and (graph.train_target is not None
                                         or graph.legacy_losses):
             what = ("optimizer.minimize()" if graph.train_target is not None
@@ -291,7 +297,8 @@ def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:
     return checks
 
 
-def _placeholders_for(graph, spec, name):
+def _placeholders_for(graph, spec, name, job_name):
     if isinstance(spec, tuple):
-        return tuple(_placeholders_for(graph, s, f"{name}_{i}") for i, s in enumerate(spec))
-    return graph.add_placeholder(spec.shape, spec.dtype, name)
+        return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name)
+                     for i, s in enumerate(spec))
+    return distributed.views.add_placeholder(graph, spec, name, job_name)

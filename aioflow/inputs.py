@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .distributed.views import rank_part
 from .typing import PlaceholderSpec
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
@@ -34,15 +35,18 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
             arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private, finite)
         return arrays
     if spec.kind == "numpy":
-        return [_convert_array(spec, value, name, fn_name, private, finite)]
-    depth = 1 if spec.kind == "list_numpy" else 2
-    item = value
+        # the whole value in a single process, else this rank's slice of the batch
+        return [rank_part(spec, _convert_array(spec, value, name, fn_name, private, finite))]
+    from .distributed import views
+    # The outer list holds one entry per rank (one per device: a rank runs one device).
+    item = views.rank_element(value, spec, name, fn_name)
+    depth = 0 if spec.kind == "list_numpy" else 1
     for level in range(depth):
         if not isinstance(item, (list, tuple)) or len(item) != 1:
             raise TypeError(
-                f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects "
-                f"{'a list' if level == 0 else 'a list of lists'} with one array per device "
-                f"(1 device), got {_describe(item)}")
+                f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects a list "
+                f"of lists with one array per device (1 device per rank), got a list of "
+                f"{_describe(item)}")
         item = item[0]
     return [_convert_array(spec, item, name, fn_name, private, finite)]
 

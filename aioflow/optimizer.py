@@ -282,6 +282,10 @@ def build_training(graph) -> None:
 
     grads = summed_gradients(losses)
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
+    from .distributed import graph_ops, is_distributed
+    if is_distributed():
+        # Averaged over the ranks before clipping, which must see the averaged gradients.
+        pairs = graph_ops.average_gradients(graph, pairs)
     if optimizer.grad_clipping is not None:
         clipped = optimizer.grad_clipping.clip([g for _, _, g in pairs])
         pairs = [(n, p, g) for (n, p, _), g in zip(pairs, clipped)]

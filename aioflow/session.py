@@ -121,10 +121,16 @@ class Session:
         """(Re)initialize the named variables (default: all) from their initializers, on
         the host (so every backend starts from the same values), then place each on
         ``backend`` (default: where it lives now, or the CPU)."""
-        for name in (self.variables if names is None else names):
+        names = list(self.variables if names is None else names)
+        values = {name: _initial_value(self.variables[name], self.rng) for name in names}
+        from .distributed import is_distributed
+        if names and is_distributed():   # every rank starts from rank 0's values
+            from .distributed.collectives import broadcast_arrays
+            values = broadcast_arrays(values, "broadcasting rank 0's initial variables")
+        for name in names:
             record = self.variables[name]
             target = backend or record.backend or backends.named("numpy")
-            record.place(_initial_value(record, self.rng), target)
+            record.place(values[name], target)
 
     def initialize_missing(self, backend: backends.Backend | None = None) -> None:
         self.initialize([n for n, r in self.variables.items() if r.value is None], backend)

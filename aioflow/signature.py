@@ -249,6 +249,11 @@ def _flatten(tree, value, blobs, path):
     raise AssertionError(tag)
 
 
+def _gathered() -> bool:
+    from .distributed import is_distributed
+    return is_distributed()
+
+
 def rebuild_result(template, arrays):
     """Put computed arrays back into the returned structure, converting each leaf."""
     if template is None:
@@ -258,10 +263,11 @@ def rebuild_result(template, arrays):
         array = arrays[index]
         if kind == "numpy":
             return array
+        # In a world of several ranks these results were gathered: one row per rank.
         if kind == "list_numpy":
-            return [array]
+            return list(array) if _gathered() else [array]
         if kind == "list_list_numpy":
-            return [[array]]
+            return [[row] for row in array] if _gathered() else [[array]]
         return array.view(LegacyBlob)
     if isinstance(template, dict):
         return {k: rebuild_result(v, arrays) for k, v in template.items()}

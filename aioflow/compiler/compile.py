@@ -9,7 +9,9 @@ Compiling it for a backend runs, in order:
    graph, so the backward pass is derived from the cheaper forward);
 3. dead-code elimination, side effects last, :func:`verify`;
 4. a kernel for every op on the backend (else :class:`MissingKernelError`, naming both);
-5. the plan (:func:`build_plan`): flat instructions over preallocated buffers.
+5. the plan (:func:`build_plan`): flat instructions over preallocated buffers;
+6. in a world of several ranks, the ranks compare their jobs' collective layouts
+   (:mod:`aioflow.distributed.checks`), so a mismatch raises instead of hanging.
 
 Options: ``fusion``, ``memory_plan``, ``kernel_threading`` and the ops' compile options
 (``conv_algorithm``); missing ones take their defaults.
@@ -44,6 +46,12 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
     verify(graph)
     for node in graph.nodes:
         node.op.kernel(backend.kernel_set)   # raises MissingKernelError naming op and backend
-    return build_plan(graph, memory_plan=options["memory_plan"],
+    plan = build_plan(graph, memory_plan=options["memory_plan"],
                       kernel_threading=options["kernel_threading"],
                       options=options, backend=backend)
+    from ..distributed import is_distributed
+    if is_distributed():
+        from ..distributed.checks import check_job
+        check_job(graph, backend)   # the same graph on every rank, or an error on each
+        plan.communicates = True
+    return plan

@@ -49,6 +49,8 @@ class Plan:
     # NaN and infinity itself, so numpy's floating-point warnings inside it are muted
     # (with pytest's "error" filter they would even abort the step the guard would skip).
     guarded: bool = False
+    # Some op waits for other ranks (aioflow.distributed): never run on an event loop.
+    communicates: bool = False
     _bound: bool = False
 
     def _bind_buffers(self, ctx) -> None:

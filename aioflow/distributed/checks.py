@@ -1,0 +1,32 @@
+"""Compile-time checks of a job in a world of several ranks.
+
+Every rank compiles its own copy of each job. MPI pairs the ranks' collectives by
+order alone, so if the ranks' graphs differed (another batch size, a layer more, a
+variable missing), their all-reduces would pair up wrongly and hang or mix gradients.
+Instead the ranks exchange each job's layout (placeholders, the collective ops in plan
+order, the gradient buckets) when it is compiled, and a difference raises on every rank.
+"""
+from __future__ import annotations
+
+from .collectives import allgather_object, require_same
+from .graph_ops import COLLECTIVE_OPS
+
+
+def job_layout(graph) -> dict:
+    return {
+        "job": graph.name,
+        "placeholders": [(b.name, tuple(b.shape), b.dtype.name) for b in graph.placeholders],
+        "collectives": [n.name for n in graph.nodes if n.op.name in COLLECTIVE_OPS],
+        "buckets": getattr(graph, "allreduce_layout", []),
+    }
+
+
+def check_job(graph, backend) -> None:
+    if backend.name != "numpy":
+        raise NotImplementedError(
+            f"job {graph.name!r} would run on the {backend.name} backend in a world of "
+            "several ranks; aioflow averages gradients over MPI on the CPU only (NCCL on "
+            "GPUs is not implemented). Run it on the CPU: AIOFLOW_DEVICE=cpu")
+    layouts = allgather_object(job_layout(graph),
+                               f"compiling job {graph.name!r} (comparing job layouts)")
+    require_same(layouts, f"the layouts of job {graph.name!r}")

@@ -1,0 +1,93 @@
+"""The collectives a rank uses, each a request started on the communication thread
+(:mod:`aioflow.distributed.comm`) and waited for with a deadline.
+
+Buffers are numpy arrays (jobs of several ranks run on the CPU backend). Sums of
+floating-point gradients are divided by the world size on every rank after the
+all-reduce; with two ranks ``(a + b) / 2`` is bitwise the same on both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import state
+
+
+def _comm():
+    return state.world().comm
+
+
+def allreduce_mean_start(arrays, what: str):
+    """Start averaging ``arrays`` (one dtype) over the ranks; returns a future of the
+    averaged arrays (views of one buffer, shaped like the inputs)."""
+    from mpi4py import MPI
+    size = state.world().size
+    send = np.concatenate([np.ravel(a) for a in arrays]) if len(arrays) > 1 else \
+        np.array(np.ravel(arrays[0]), copy=True)
+    receive = np.empty_like(send)
+
+    def start():
+        return _comm().Iallreduce(send, receive, op=MPI.SUM)
+
+    def finish():
+        np.divide(receive, receive.dtype.type(size), out=receive)
+        out, offset = [], 0
+        for a in arrays:
+            out.append(receive[offset:offset + a.size].reshape(a.shape))
+            offset += a.size
+        return out
+
+    return state.communicator().submit(start, finish, what)
+
+
+def allreduce_sum(array, what: str) -> np.ndarray:
+    """The sum of every rank's ``array`` (waits for it)."""
+    from mpi4py import MPI
+    send = np.array(array, order="C")
+    receive = np.empty_like(send)
+    return state.communicator().run(
+        lambda: _comm().Iallreduce(send, receive, op=MPI.SUM), lambda: receive, what)
+
+
+def allgather_stacked(array, what: str) -> np.ndarray:
+    """Every rank's ``array`` (all of one shape), stacked: shape ``(size, *shape)``."""
+    send = np.array(array, order="C")
+    receive = np.empty((state.world().size,) + send.shape, send.dtype)
+    return state.communicator().run(lambda: _comm().Iallgather(send, receive),
+                                     lambda: receive, what)
+
+
+def allgather_object(obj, what: str) -> list:
+    """Every rank's picklable ``obj``, in rank order. A non-blocking barrier with the
+    deadline first, so that the pickled (blocking) exchange starts only once every rank
+    has arrived and cannot hang."""
+    comm = _comm()
+    return state.communicator().run(lambda: comm.Ibarrier(),
+                                    lambda: comm.allgather(obj), what)
+
+
+def broadcast_arrays(arrays: dict, what: str) -> dict:
+    """Rank 0's values of ``arrays`` (name -> numpy array, same names, shapes and dtypes
+    on every rank, which :func:`allgather_object` checked first)."""
+    names = sorted(arrays)
+    layout = [(n, arrays[n].shape, str(arrays[n].dtype)) for n in names]
+    layouts = allgather_object(layout, f"{what} (comparing variable layouts)")
+    require_same(layouts, f"{what}: the variables to broadcast")
+    buffers = [np.array(arrays[n], order="C") for n in names]   # (keeps 0-d arrays 0-d)
+    if not buffers:
+        return {}
+    comm = _comm()
+    state.communicator().run(lambda: [comm.Ibcast(b, root=0) for b in buffers],
+                             lambda: None, what)
+    return dict(zip(names, buffers))
+
+
+def require_same(values: list, what: str) -> None:
+    """Raise on every rank (all got the same list) when a rank's value differs from
+    rank 0's, naming the ranks and both values."""
+    differing = [r for r, v in enumerate(values) if v != values[0]]
+    if differing:
+        first = differing[0]
+        raise ValueError(
+            f"{what} differ between ranks: rank 0 has {values[0]!r}, rank {first} has "
+            f"{values[first]!r} (ranks differing from rank 0: {differing}). Every rank "
+            "must run the same script with the same job definitions")

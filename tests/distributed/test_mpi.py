@@ -1,0 +1,140 @@
+"""Two ranks under ``mpiexec -n 2``, as subprocesses (skipped where mpiexec or mpi4py is
+missing: pip install 'aioflow[mpi]')."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _mpiexec():
+    try:
+        from aioflow.launch import find_mpiexec
+        import mpi4py  # noqa: F401
+        return find_mpiexec()
+    except (ImportError, FileNotFoundError) as exc:
+        return None
+
+
+MPIEXEC = _mpiexec()
+pytestmark = pytest.mark.skipif(
+    MPIEXEC is None, reason="needs mpiexec and mpi4py: pip install 'aioflow[mpi]'")
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AIOFLOW_OFFLINE="1", AIOFLOW_DEVICE="cpu")
+    for name in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
+                 "PMIX_RANK", "AIOFLOW_MPI_OWNER"):
+        env.pop(name, None)
+    return env
+
+
+def run(ranks, script, *args, timeout=120, cwd=None):
+    command = [sys.executable, str(SCRIPTS / script), *map(str, args)]
+    if ranks > 1:
+        command = [MPIEXEC, "-n", str(ranks), *command]
+    start = time.monotonic()
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+    return done, time.monotonic() - start
+
+
+def test_two_ranks_on_half_batches_train_like_one_rank_on_the_whole(tmp_path):
+    one = subprocess.Popen([sys.executable, str(SCRIPTS / "parity.py"), tmp_path / "one.npz"],
+                           env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    two, _ = run(2, "parity.py", tmp_path / "two.npz")
+    out, err = one.communicate(timeout=120)
+    assert one.returncode == 0, err
+    assert two.returncode == 0, two.stderr
+    single, double = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert set(single.files) == set(double.files)
+    configs = {key.split("/")[0] for key in single.files}
+    assert len(configs) == 12   # {mlp, lenet} x {sgd, momentum, adam} x {float64, float32}
+    for key in single.files:
+        tolerance = 1e-10 if "float64" in key else 1e-4
+        expected, got = single[key], double[key]
+        scale = max(1.0, float(np.max(np.abs(expected))))
+        assert np.max(np.abs(got - expected)) <= tolerance * scale, key
+    # the ranks hold the same variables after every recorded step
+    rank0 = np.load(tmp_path / "two.npz.rank0.npz")
+    rank1 = np.load(tmp_path / "two.npz.rank1.npz")
+    for key in rank0.files:
+        np.testing.assert_array_equal(rank0[key], rank1[key], err_msg=key)
+
+
+def test_the_mirrored_example_runs_under_the_launcher(tmp_path):
+    command = [sys.executable, "-m", "aioflow.launch", "-n", "2",
+               str(ROOT / "examples" / "mirrored_mlp.py"), "--steps", "30"]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = re.findall(r"rank (\d): (step \d+ loss [\d.]+)", done.stdout)  # interleaved
+    by_rank = {r: [line for who, line in printed if who == str(r)] for r in (0, 1)}
+    assert len(by_rank[0]) == 3 and by_rank[0] == by_rank[1]   # gathered: the same on both
+    losses = [float(line.split()[-1]) for line in by_rank[0]]
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("case, says", [
+    ("raise", "aioflow rank 1 of 2: uncaught ValueError"),
+    ("kill", None),
+    ("hang", "aioflow rank 0 of 2: gathering a result of job 'train' (step 3) did not "
+             "complete"),
+])
+def test_a_failing_rank_stops_every_rank_fast(case, says):
+    done, seconds = run(2, "faults.py", case, timeout=60)
+    assert done.returncode != 0
+    assert "finished" not in done.stdout
+    assert seconds < 20, f"took {seconds:.1f} s"
+    if says is not None:
+        assert says in done.stderr, done.stderr
+    if case == "hang":
+        assert "did not complete within flow.config.collective_timeout (3.0 s)" in done.stderr
+
+
+def test_different_jobs_on_the_ranks_raise_on_every_rank():
+    done, _ = run(2, "faults.py", "mismatch", timeout=60)
+    for rank in (0, 1):
+        assert f"rank {rank} refused: the layouts of job 'train' differ between ranks" \
+            in done.stdout, done.stdout + done.stderr
+
+
+def test_checkpoints_on_ranks_and_child_processes_of_a_rank(tmp_path):
+    # rank 0 saves, every rank loads, errors reach every rank; children never join MPI
+    done, _ = run(2, "checkpoints.py", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "model" / "snapshot_done").exists()
+    for rank in (0, 1):
+        assert f"rank {rank} save refused" in done.stdout, done.stdout
+        assert f"rank {rank} load refused" in done.stdout, done.stdout
+        assert f"rank {rank} spawned child: 1 False 0" in done.stdout
+        assert f"rank {rank} forked child: world of 1" in done.stdout
+
+
+def test_consistent_view_splits_the_batch_and_returns_what_one_process_would(tmp_path):
+    one, _ = run(1, "consistent.py", tmp_path / "one.npz")
+    two, _ = run(2, "consistent.py", tmp_path / "two.npz")
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    single, double = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert set(single.files) == set(double.files) and "logits/3" in single.files
+    for key in single.files:   # batched results concatenated, mean/sum all-reduced
+        assert single[key].shape == double[key].shape, key
+        np.testing.assert_allclose(double[key], single[key], rtol=0, atol=1e-10,
+                                   err_msg=key)
+    for rank in (0, 1):
+        assert (f"rank {rank} batch_max refused: NotImplementedError: job 'batch_max': "
+                "result 0 (reduce_max) cannot be computed from batch slices on 2 ranks "
+                "exactly") in two.stdout, two.stdout
+        assert (f"rank {rank} odd_batch refused: ValueError: job function 'odd_batch', "
+                "parameter 'x': its batch axis has 9 rows, which do not split evenly over "
+                "2 ranks") in two.stdout
+    assert "rank 0 batch_max accepted" in one.stdout   # a single process is unchanged
