@@ -625,6 +625,12 @@ for _kind, _fn in [("max", flow.nn.max_pool2d), ("avg", flow.nn.avg_pool2d)]:
              (f"{_kind}_pool2d_grad",))
 
 
+# OneFlow v0.3.4's further names (issue 18): their rows live in oneflow_cases.py.
+from .oneflow_cases import add_cases  # noqa: E402
+
+add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+
+
 # -- the matrix tests ---------------------------------------------------------------------------
 
 FORWARD = [pytest.param(c, dt, id=f"{c.id}-{np.dtype(dt).name}") for c in CASES
