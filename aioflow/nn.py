@@ -456,3 +456,9 @@ def avg_pool1d(input, ksize, strides, padding, data_format="NCW", name=None):  #
 
 
 import numpy as np  # noqa: E402
+
+from .loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
+                             MarginRankingLoss, MSELoss, TripletMarginLoss)
+
+__all__ += ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
+            "MarginRankingLoss", "TripletMarginLoss"]

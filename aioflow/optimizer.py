@@ -289,3 +289,9 @@ def build_training(graph) -> None:
     for name, param, grad in pairs:
         optimizer.update(name, param, grad, lr, step)
     state_ops.increment(step)
+
+
+# OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).
+from .optimizers_layerwise import LAMB, LARS  # noqa: E402
+
+__all__ += ["LAMB", "LARS"]

@@ -127,3 +127,154 @@ BAD = [
 def test_bad_arguments_are_refused(body, exc, match):
     with pytest.raises(exc, match=match):
         _predict(body, np.zeros((2, 3), np.float32))
+
+
+# -- random ops -------------------------------------------------------------------------
+
+
+def _draws(body, steps=3):
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((400,))) -> tp.Numpy:
+        return body(x)
+    p = np.linspace(0.0, 1.0, 400).astype(np.float32)
+    return [job(p) for _ in range(steps)]
+
+
+def test_bernoulli_follows_its_probabilities_and_changes_per_step():
+    draws = _draws(lambda p: flow.random.bernoulli(p), steps=20)
+    assert all(d.dtype == np.float32 and set(np.unique(d)) <= {0.0, 1.0} for d in draws)
+    mean = np.mean(draws, axis=0)
+    p = np.linspace(0.0, 1.0, 400)
+    assert mean[0] == 0.0 and mean[-1] == 1.0          # p = 0 never, p = 1 always
+    assert abs(mean[:200].mean() - p[:200].mean()) < 0.05
+    assert abs(mean[200:].mean() - p[200:].mean()) < 0.05
+    assert not np.array_equal(draws[0], draws[1])
+
+
+def test_seeded_draws_repeat_in_a_new_session():
+    first = _draws(lambda p: flow.random.bernoulli(p, seed=7, dtype=flow.int32))
+    flow.clear_default_session()
+    again = _draws(lambda p: flow.random.bernoulli(p, seed=7, dtype=flow.int32))
+    assert first[0].dtype == np.int32
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_coin_flip():
+    flips = _draws(lambda p: flow.random.coin_flip(1000, probability=0.25), steps=2)
+    assert flips[0].dtype == np.int8 and flips[0].shape == (1000,)
+    assert 0.2 < flips[0].mean() < 0.3
+    assert flow.random.CoinFlip is flow.random.coin_flip
+
+
+def test_permutations_and_shuffle():
+    perms = _draws(lambda x: flow.random.generate_random_batch_permutation_indices(x))
+    for perm in perms:
+        assert perm.dtype == np.int32
+        np.testing.assert_array_equal(np.sort(perm), np.arange(400))
+    assert not np.array_equal(perms[0], perms[1])
+    shuffled = _draws(lambda x: flow.random.shuffle(x), steps=1)[0]
+    np.testing.assert_array_equal(np.sort(shuffled), np.linspace(0, 1, 400).astype(np.float32))
+
+
+def test_shuffle_gradient_goes_back_to_each_row():
+    w0 = np.arange(6, dtype=np.float64).reshape(3, 2)
+
+    @flow.global_function(type="train")
+    def train() -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.float64,
+                              initializer=flow.zeros_initializer())
+        s = flow.random.shuffle(w, seed=3)
+        loss = flow.math.reduce_sum(s * s)          # d/dw = 2w whatever the order
+        flow.optimizer.SGD(0.25, momentum=0).minimize(loss)
+        return loss
+    flow.load_variables({"w": w0})
+    train()
+    np.testing.assert_allclose(flow.get_all_variables()["w"], w0 - 0.25 * 2 * w0)
+
+
+def test_gen_seed():
+    assert flow.random.gen_seed(5) == (True, 5)
+    flow.random.seed(1)
+    try:
+        a = [flow.random.gen_seed() for _ in range(2)]
+        flow.random.seed(1)
+        assert [flow.random.gen_seed() for _ in range(2)] == a
+        assert not a[0][0] and a[0][1] != a[1][1]
+    finally:
+        flow.random.seed(None)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: flow.random.coin_flip(0), "coin_flip: batch_size"),
+    (lambda: flow.random.coin_flip(2, probability=1.5), "coin_flip: probability"),
+    (lambda: flow.random.gen_seed(-1), "gen_seed: seed"),
+])
+def test_random_arguments_are_checked(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# -- knobs that have no effect here ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("knob", ["enable_legacy_model_io", "enable_model_io_v2",
+                                  "enable_tensor_float_32_compute"])
+def test_no_effect_knobs_warn_once_at_the_users_line(knob, monkeypatch):
+    from aioflow import session
+    monkeypatch.setattr(session.warn_once, "__defaults__", (set(),))  # as in a new process
+    with pytest.warns(RuntimeWarning, match=f"{knob}.*has no effect") as record:
+        getattr(flow.config, knob)(True)
+    assert record[0].filename == __file__
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        getattr(flow.config, knob)(False)                 # once: no second warning
+    with pytest.raises(TypeError, match=f"flow.config.{knob}: expected a bool"):
+        getattr(flow.config, knob)("yes")
+
+
+def test_legacy_model_io_enabled_reports_what_was_recorded(monkeypatch):
+    from aioflow import session
+    monkeypatch.setattr(session.warn_once, "__defaults__", ({"config.enable_legacy_model_io"},))
+    flow.config.enable_legacy_model_io(True)
+    assert flow.config.legacy_model_io_enabled() is True
+    flow.config.enable_legacy_model_io(False)
+    assert flow.config.legacy_model_io_enabled() is False
+
+
+# -- LAMB's zero-norm case -------------------------------------------------------------------
+
+
+def test_lamb_moves_a_variable_that_starts_at_zero():
+    @flow.global_function(type="train")
+    def train() -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3,), dtype=flow.float64,
+                              initializer=flow.zeros_initializer())
+        loss = flow.math.reduce_sum(w * flow.constant(np.array([1.0, -2.0, 0.5]),
+                                                      dtype=flow.float64))
+        flow.optimizer.LAMB(0.1).minimize(loss)
+        return loss
+    train()
+    # ||w|| = 0: the trust ratio is 1, so the first step is Adam's: -lr * sign(g).
+    np.testing.assert_allclose(flow.get_all_variables()["w"], [-0.1, 0.1, -0.1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: flow.optimizer.LAMB(0.1, beta1=1.0), "LAMB beta1"),
+    (lambda: flow.optimizer.LAMB(0.1, epsilon=0), "LAMB epsilon"),
+    (lambda: flow.optimizer.LARS(0.1, lars_coefficient=0), "LARS lars_coefficient"),
+    (lambda: flow.optimizer.LARS(0.1, momentum_beta=-0.1), "LARS momentum_beta"),
+])
+def test_layerwise_optimizer_arguments_are_checked(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_loss_reduction_is_checked():
+    with pytest.raises(ValueError, match="MSELoss: reduction must be one of"):
+        _predict(lambda x: flow.nn.MSELoss(x, x, reduction="batchmean"),
+                 np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="L1Loss: inputs must have one shape"):
+        _predict(lambda x: flow.nn.L1Loss(x, flow.reshape(x, (3, 2))),
+                 np.zeros((2, 3), np.float32))

@@ -320,3 +320,71 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
     case("nn.softmax_grad", lambda y, dy: flow.nn.softmax_grad(y, dy),
          lambda y, dy: y * (dy - (dy * y).sum(-1, keepdims=True)),
          (Simplex(2, 4), U(-1, 1, 2, 4)), ("softmax_grad",), grad=False)
+
+
+def _reduced(loss, reduction):
+    if reduction == "mean":
+        return np.reshape(loss.mean(), (1,))
+    if reduction == "sum":
+        return np.reshape(loss.sum(), (1,))
+    return loss
+
+
+def _softplus(x):
+    return np.logaddexp(0, x)
+
+
+def _pnorm(d, p):
+    return (np.abs(d) ** p).sum(-1) ** (1 / p)
+
+
+def add_loss_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):
+    """The loss functions, each against its formula in numpy."""
+    for red in ("none", "mean", "sum"):
+        case(f"nn.MSELoss-{red}", lambda x, y, _r=red: flow.nn.MSELoss(x, y, reduction=_r),
+             lambda x, y, _r=red: _reduced((x - y) ** 2, _r), (U(-2, 2, 2, 3), U(-2, 2, 2, 3)),
+             ("square",))
+        case(f"nn.L1Loss-{red}", lambda x, y, _r=red: flow.nn.L1Loss(x, y, reduction=_r),
+             lambda x, y, _r=red: _reduced(np.abs(x - y), _r), (Away(2, 3), Fixed(
+                 [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])), ("abs",))
+    case("nn.BCELoss-weight", lambda x, t, w: flow.nn.BCELoss(x, t, w),
+         lambda x, t, w: _reduced(-w * (t * np.log(x) + (1 - t) * np.log(1 - x)), "mean"),
+         (U(0.05, 0.95, 2, 3), U(0, 1, 2, 3), U(0.5, 1.5, 2, 3)), ("log",))
+    case("nn.BCELoss-saturated", lambda x, t: flow.nn.BCELoss(x, t, reduction="none"),
+         lambda x, t: -(t * np.maximum(np.log(np.maximum(x, 1e-300)), -100)
+                        + (1 - t) * np.maximum(np.log(np.maximum(1 - x, 1e-300)), -100)),
+         (Fixed([0.0, 1.0, 0.5, 1.0]), Fixed([1.0, 0.0, 1.0, 1.0])), ("log",), grad=False)
+    case("nn.BCEWithLogitsLoss",
+         lambda x, t, pw: flow.nn.BCEWithLogitsLoss(x, t, pos_weight=pw, reduction="sum"),
+         lambda x, t, pw: _reduced(pw * t * _softplus(-x) + (1 - t) * _softplus(x), "sum"),
+         (U(-4, 4, 2, 3), U(0, 1, 2, 3), U(0.5, 2, 3)), ("softplus",))
+    case("nn.BCEWithLogitsLoss-large", lambda x, t: flow.nn.BCEWithLogitsLoss(
+        x, t, reduction="none"),
+         lambda x, t: t * _softplus(-x) + (1 - t) * _softplus(x),
+         (Fixed([-800.0, -30.0, 0.0, 30.0, 800.0]), Fixed([1.0, 0.0, 0.5, 1.0, 0.0])),
+         ("softplus",), wrt=(0,))
+    case("nn.KLDivLoss", lambda x, t: flow.nn.KLDivLoss(x, t, reduction="sum"),
+         lambda x, t: _reduced(np.where(t > 0, t * np.log(np.where(t > 0, t, 1)), 0) - t * x,
+                               "sum"),
+         (U(-3, -0.1, 2, 4), Simplex(2, 4)), ("log",))
+    case("nn.KLDivLoss-log-target", lambda x, t: flow.nn.KLDivLoss(x, t, log_target=True),
+         lambda x, t: _reduced(np.exp(t) * (t - x), "mean"),
+         (U(-3, -0.1, 2, 4), U(-3, -0.1, 2, 4)), ("exp",))
+    case("nn.MarginRankingLoss", lambda a, b, t: flow.nn.MarginRankingLoss(a, b, t, 0.3),
+         lambda a, b, t: _reduced(np.maximum(-t * (a - b) + 0.3, 0), "mean"),
+         (Fixed([0.9, -1.0, 0.2, 1.5, -0.4]), Fixed([0.1, 0.5, 1.4, -0.5, 0.6]),
+          Fixed([1.0, -1.0, 1.0, -1.0, 1.0])), ("maximum",), wrt=(0, 1))
+    for swap in (False, True):
+        case(f"nn.TripletMarginLoss-swap{swap}",
+             lambda a, p, n, _s=swap: flow.nn.TripletMarginLoss(a, p, n, margin=2.0, p=3.0,
+                                                                swap=_s, reduction="none"),
+             lambda a, p, n, _s=swap: np.maximum(
+                 _pnorm(a - p + 1e-6, 3) - (np.minimum(_pnorm(a - n + 1e-6, 3),
+                                                       _pnorm(p - n + 1e-6, 3)) if _s
+                                            else _pnorm(a - n + 1e-6, 3)) + 2.0, 0),
+             (U(-1, 1, 3, 4), U(-1, 1, 3, 4), U(-1, 1, 3, 4)), ("pow",))
+    case("smooth_l1_loss", lambda x, y: flow.smooth_l1_loss(x, y, beta=0.5),
+         lambda x, y: np.where(np.abs(x - y) < 0.5, (x - y) ** 2 / 2 / 0.5,
+                               np.abs(x - y) - 0.25),
+         (Fixed([-2.0, -0.3, 0.1, 0.35, 1.7, 3.0]), Fixed([0.0, 0.0, 0.0, 0.0, 0.0, 1.0])),
+         ("where",), wrt=(0,))

@@ -626,9 +626,10 @@ for _kind, _fn in [("max", flow.nn.max_pool2d), ("avg", flow.nn.avg_pool2d)]:
 
 
 # OneFlow v0.3.4's further names (issue 18): their rows live in oneflow_cases.py.
-from .oneflow_cases import add_cases  # noqa: E402
+from .oneflow_cases import add_cases, add_loss_cases  # noqa: E402
 
 add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+add_loss_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
@@ -968,6 +969,26 @@ def _rmsprop_ref(w, g, lr, steps, d=0.99, eps=1e-8, centered=False):
     return out
 
 
+def _lamb_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-6):
+    m, v, out = np.zeros_like(w), np.zeros_like(w), []
+    for t in range(1, steps + 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        r = (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        w = w - lr * np.linalg.norm(w) / np.linalg.norm(r) * r
+        out.append(w)
+    return out
+
+
+def _lars_ref(w, g, lr, steps, beta=0.9, eps=1e-9, coeff=1e-4):
+    mom, out = np.zeros_like(w), []
+    for _ in range(steps):
+        mom = beta * mom - lr * coeff * np.linalg.norm(w) / (np.linalg.norm(g) + eps) * g
+        w = w + mom
+        out.append(w)
+    return out
+
+
 # Rates exactly representable in float32: the learning_rate op is float32 (as in OneFlow).
 OPTIMIZERS = [
     pytest.param(lambda: flow.optimizer.SGD(0.25, momentum=0), "sgd_update",
@@ -994,11 +1015,16 @@ OPTIMIZERS = [
         flow.optimizer.PiecewiseConstantScheduler([0, 1], [0.5, 0.25, 0.125]), momentum=0),
         "sgd_update", lambda w, g: [w - 0.5 * g, w - 0.75 * g, w - 0.875 * g],
         id="SGD-piecewise-lr"),
+    pytest.param(lambda: flow.optimizer.LAMB(0.25), "lamb_update",
+                 lambda w, g: _lamb_ref(w, g, 0.25, 3), id="LAMB"),
+    pytest.param(lambda: flow.optimizer.LARS(0.25, lars_coefficient=0.5), "lars_update",
+                 lambda w, g: _lars_ref(w, g, 0.25, 3, coeff=0.5), id="LARS"),
 ]
 
 
 @pytest.mark.parametrize("optimizer, update_op, reference", OPTIMIZERS)
-@covers("sgd_update", "momentum_update", "adam_update", "rmsprop_update", "learning_rate",
+@covers("sgd_update", "momentum_update", "adam_update", "rmsprop_update", "lamb_update",
+        "lars_update", "learning_rate",
         "increment", "variable")
 def test_optimizer_update_ops(optimizer, update_op, reference):
     rng = np.random.default_rng(4)
