@@ -145,7 +145,9 @@ def take_along_axis_op(ctx, x, indices, *, axis):
 def take_along_axis_grad(ctx, gy, indices, *, axis, shape):
     xp = ctx.xp
     out = xp.zeros(shape, gy.dtype)
-    grids = list(xp.indices(indices.shape, sparse=True))
+    # Open grids (as numpy.indices(sparse=True), spelled out for every array module).
+    grids = [xp.arange(d).reshape((1,) * i + (d,) + (1,) * (indices.ndim - i - 1))
+             for i, d in enumerate(indices.shape)]
     grids[axis] = indices.astype(np.int64)
     xp.add.at(out, tuple(grids), gy)
     return out
