@@ -26,6 +26,10 @@ from .initializers import (constant_initializer, glorot_normal_initializer,
                            xavier_normal_initializer, xavier_uniform_initializer,
                            zeros_initializer)
 from .ir import Blob
+from .loss_functions import smooth_l1_loss
+from .array_ops import (argsort, broadcast_like, constant_scalar, dim_gather, elem_cnt,
+                        gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
+                        range, reverse, sort, stack, zeros)
 from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expand_dims,
                       flatten, identity, matmul, ones_like, reshape, reshape_like, slice,
                       squeeze, transpose, where, zeros_like)

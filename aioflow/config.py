@@ -255,3 +255,48 @@ def enable_debug_mode(flag: bool = True) -> None:
 
 def get(name: str):
     return _settings[name]
+
+
+# -- OneFlow's runtime knobs that have no meaning in aioflow (issue 18) ----------------------
+# Accepted so OneFlow scripts run, recorded, and each warns once (at the user's line) that
+# it changes nothing; none pretends to act.
+_settings.update({"legacy_model_io": False, "model_io_v2": False,
+                  "tensor_float_32_compute": True})
+__all__ += ["enable_legacy_model_io", "legacy_model_io_enabled", "enable_model_io_v2",
+            "enable_tensor_float_32_compute"]
+
+
+def _no_effect(name: str, value, why: str) -> None:
+    from .session import warn_once   # lazily: this module imports no other part at load
+    if not isinstance(value, bool):
+        raise TypeError(f"flow.config.{name}: expected a bool, got {value!r}")
+    warn_once(f"config.{name}", f"flow.config.{name}({value!r}) has no effect in aioflow: "
+              f"{why}")
+
+
+def enable_legacy_model_io(val: bool = True) -> None:
+    """No effect: aioflow has one checkpoint format (OneFlow's folder layout), read and
+    written by ``flow.checkpoint`` whatever this says. Recorded for
+    :func:`legacy_model_io_enabled`."""
+    _no_effect("enable_legacy_model_io", val, "it has one checkpoint format, OneFlow's "
+               "folder layout, used by flow.checkpoint and flow.train.CheckPoint alike")
+    _settings["legacy_model_io"] = val
+
+
+def legacy_model_io_enabled() -> bool:
+    """What :func:`enable_legacy_model_io` last recorded (it changes nothing)."""
+    return bool(_settings["legacy_model_io"])
+
+
+def enable_model_io_v2(val: bool = True) -> None:
+    """No effect: see :func:`enable_legacy_model_io`."""
+    _no_effect("enable_model_io_v2", val, "it has one checkpoint format")
+    _settings["model_io_v2"] = val
+
+
+def enable_tensor_float_32_compute(val: bool = True) -> None:
+    """No effect: aioflow does not switch cuBLAS's TF32 mode (CuPy reads ``CUPY_TF32``
+    from the environment at import)."""
+    _no_effect("enable_tensor_float_32_compute", val, "set the CUPY_TF32 environment "
+               "variable before importing aioflow to let CuPy use TF32")
+    _settings["tensor_float_32_compute"] = val

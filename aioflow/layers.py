@@ -152,3 +152,80 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
         return y
     return _nn.batch_norm_inference(inputs, gamma, beta, moving_mean, moving_var, axis=axis,
                                     epsilon=float(epsilon), name=name)
+
+
+# -- OneFlow v0.3.4's further layers (issue 18) ----------------------------------------------
+__all__ += ["layer_norm", "prelu", "conv1d"]
+
+
+def layer_norm(inputs, center=True, scale=True, trainable=True, begin_norm_axis=1,
+               begin_params_axis=-1, epsilon=1e-5, name="LayerNorm"):
+    """Layer normalization over the axes from ``begin_norm_axis`` on, with variables
+    ``<name>-gamma`` (ones) and ``<name>-beta`` (zeros) of shape
+    ``inputs.shape[begin_params_axis:]``."""
+    from .nn import layer_norm as _layer_norm
+    from .ops.registry import normalize_axis
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"layer_norm: inputs must be a Blob, got {type(inputs).__name__}")
+    name = _layer_name(None if name == "LayerNorm" else name, "LayerNorm")
+    params = inputs.shape[normalize_axis("layer_norm", begin_params_axis, inputs.ndim):]
+    gamma = _variable(f"{name}-gamma", params, inputs.dtype, init.ones_initializer(),
+                      trainable) if scale else None
+    beta = _variable(f"{name}-beta", params, inputs.dtype, init.zeros_initializer(),
+                     trainable) if center else None
+    return _layer_norm(inputs, gamma, beta, begin_norm_axis=begin_norm_axis,
+                       begin_params_axis=begin_params_axis, epsilon=epsilon)
+
+
+def prelu(inputs, alpha_initializer=None, alpha_regularizer=None, shared_axes=None,
+          trainable=True, name="PRelu", model_distribute=None):
+    """``x`` where positive, else ``alpha * x``, with a learned ``<name>-alpha`` of the
+    input's shape without its batch axis (1 along ``shared_axes``), starting at zero."""
+    from . import math
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"prelu: inputs must be a Blob, got {type(inputs).__name__}")
+    name = _layer_name(None if name == "PRelu" else name, "PRelu")
+    shape = list(inputs.shape[1:])
+    for a in shared_axes or ():
+        if not 1 <= a < inputs.ndim:
+            raise ValueError(f"prelu: shared_axes must name non-batch axes of a "
+                             f"{inputs.ndim}-d input, got {shared_axes!r}")
+        shape[a - 1] = 1
+    alpha = _variable(f"{name}-alpha", tuple(shape), inputs.dtype,
+                      alpha_initializer or init.constant_initializer(0), trainable,
+                      alpha_regularizer)
+    return math._where(math.greater(inputs, 0.0), inputs, math.multiply(inputs, alpha))
+
+
+def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_format="NCW",
+           dilation_rate=1, groups=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, trainable=True, name=None, weight_name=None,
+           bias_name=None):
+    """1-d convolution layer: weight ``<name>-weight`` of shape (filters, C/groups, k)."""
+    from .nn import _single, conv1d as _conv1d
+    if not isinstance(inputs, Blob) or inputs.ndim != 3:
+        raise ValueError("conv1d: inputs must be a 3-d Blob, got "
+                         f"{getattr(inputs, 'shape', type(inputs).__name__)}")
+    if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
+        raise ValueError(f"conv1d: filters must be a positive int, got {filters!r}")
+    name = _layer_name(name, "Conv1d")
+    channels = inputs.shape[1] if data_format.upper() == "NCW" else inputs.shape[2]
+    if channels % groups:
+        raise ValueError(f"conv1d: input channels {channels} not divisible by groups {groups}")
+    k = _single(kernel_size, "kernel_size", "conv1d")
+    weight = _variable(weight_name or f"{name}-weight", (filters, channels // groups, k),
+                       inputs.dtype,
+                       kernel_initializer or init.xavier_uniform_initializer(data_format="NCHW"),
+                       trainable, kernel_regularizer)
+    out = _conv1d(inputs, weight, strides=strides, padding=padding, data_format=data_format,
+                  dilations=dilation_rate, groups=groups, name=f"{name}-conv")
+    if use_bias:
+        bias = _variable(bias_name or f"{name}-bias", (filters,), inputs.dtype,
+                         bias_initializer or init.zeros_initializer(), trainable,
+                         bias_regularizer)
+        out = bias_add(out, bias, data_format="NWC" if data_format.upper() == "NWC" else None,
+                       name=f"{name}-bias_add")
+    if activation is not None:
+        out = activation(out)
+    return out

@@ -163,3 +163,203 @@ def squared_difference(x, y, name=None):
     return square(subtract(x, y), name=name)
 
 
+
+
+# -- OneFlow v0.3.4's further math (issue 18) ----------------------------------------------
+from .ops import indexing as _idx  # noqa: E402
+from .ops import special as _sp  # noqa: E402
+
+__all__ += ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+            "expm1", "erf", "erfc", "rint", "round", "atan2", "mod", "floordiv", "gelu",
+            "log_sigmoid", "sigmoid_v2", "tanh_v2", "xdivy", "xlogy", "reciprocal_no_nan",
+            "logical_and", "reduce_all", "reduce_any", "reduce_prod", "reduce_logsumexp",
+            "reduce_std", "reduce_euclidean_norm", "l2_normalize", "polyval", "tril",
+            "fused_scale_tril", "top_k", "in_top_k"]
+
+tan = _unary(_sp.tan, "tan")
+asin = _unary(_sp.arcsin, "asin")
+acos = _unary(_sp.arccos, "acos")
+atan = _unary(_sp.arctan, "atan")
+sinh = _unary(_sp.sinh, "sinh")
+cosh = _unary(_sp.cosh, "cosh")
+asinh = _unary(_sp.arcsinh, "asinh")
+acosh = _unary(_sp.arccosh, "acosh")
+atanh = _unary(_sp.arctanh, "atanh")
+expm1 = _unary(_sp.expm1, "expm1")
+erf = _unary(_sp.erf, "erf")
+erfc = _unary(_sp.erfc, "erfc")
+rint = _unary(_sp.rint, "rint")
+round = _unary(_sp.round_op, "round")  # noqa: A001 - OneFlow's name
+round.__doc__ = "Round half away from zero (C's ``round``, as OneFlow), not to even."
+rint.__doc__ = "Round half to even (``numpy.rint``)."
+sigmoid_v2 = sigmoid
+tanh_v2 = tanh
+atan2 = _binary(_sp.atan2_op, "atan2")
+atan2.__doc__ = "``atan2(x, y)``: the angle of the point (y, x), elementwise."
+floordiv = _binary(_sp.floordiv_op, "floordiv")
+floordiv.__doc__ = "``floor(x / y)``, elementwise (no gradient)."
+mod = _binary(_sp.mod_op, "mod")
+mod.__doc__ = ("``x mod y`` with the divisor's sign, as Python's ``%`` (``a % b`` on Blobs "
+               "calls this).")
+bind_operators(mod=mod, floordiv=floordiv)
+
+
+def gelu(x, name=None):
+    """The exact Gaussian error linear unit ``x * (1 + erf(x / sqrt(2))) / 2`` (OneFlow's
+    ``math.gelu``; ``flow.nn.gelu`` is the tanh approximation)."""
+    return multiply(multiply(x, 0.5), add(erf(multiply(x, 0.7071067811865476)), 1.0),
+                    name=name)
+
+
+def log_sigmoid(x, name=None):
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return negative(softplus(negative(x)), name=name)
+
+
+def _nonzero(x):
+    return not_equal(x, 0)
+
+
+def reciprocal_no_nan(x, name=None):
+    """``1 / x``, and 0 where ``x`` is 0."""
+    zero = equal(x, 0)
+    safe = _where(zero, 1, x)
+    return _where(zero, 0, divide(1, safe), name=name)
+
+
+def xdivy(x, y, name=None):
+    """``x / y``, and 0 where ``x`` is 0 (whatever ``y``)."""
+    x, y = _ew.promote(x, y, "xdivy")
+    zero = equal(x, 0)
+    return _where(zero, 0, divide(x, _where(zero, 1, y)), name=name)
+
+
+def xlogy(x, y, name=None):
+    """``x * log(y)``, and 0 where ``x`` is 0 (whatever ``y``)."""
+    x, y = _ew.promote(x, y, "xlogy")
+    zero = equal(x, 0)
+    return _where(zero, 0, multiply(x, log(_where(zero, 1, y))), name=name)
+
+
+def _where(condition, x, y, name=None):
+    from .ops_api import where
+    return where(condition, x, y, name=name)
+
+
+def logical_and(x, y, name=None):
+    """1 where both are nonzero, else 0 (int8)."""
+    return multiply(_nonzero(x), _nonzero(y), name=name)
+
+
+def _axes_of(op_name, x, axis):
+    return _red._axes(op_name, x, axis)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
+    """1 (int8) where every element over ``axis`` is nonzero."""
+    return _idx.reduce_all_op(input_tensor, axes=_axes_of("reduce_all", input_tensor, axis),
+                              keepdims=bool(keepdims), name=name)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=False, name=None):
+    """1 (int8) where some element over ``axis`` is nonzero."""
+    return _idx.reduce_any_op(input_tensor, axes=_axes_of("reduce_any", input_tensor, axis),
+                              keepdims=bool(keepdims), name=name)
+
+
+def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):
+    """Product over ``axis``; its gradient is exact when elements are zero."""
+    return _idx.reduce_prod_op(input_tensor,
+                               axes=_axes_of("reduce_prod", input_tensor, axis),
+                               keepdims=bool(keepdims), name=name)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
+    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it cannot overflow."""
+    peak = reduce_max(input_tensor, axis=axis, keepdims=True)
+    total = reduce_sum(exp(input_tensor - peak), axis=axis, keepdims=True)
+    out = log(total) + peak
+    if keepdims:
+        return _identity(out, name)
+    from .ops_api import reshape as _reshape
+    return _reshape(out, _red.reduced_shape(input_tensor.shape,
+                                            _axes_of("reduce_logsumexp", input_tensor, axis),
+                                            False), name=name)
+
+
+def _identity(x, name):
+    return x if name is None else _ew.identity(x, name=name)
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
+    """Biased standard deviation over ``axis``."""
+    return sqrt(reduce_variance(input_tensor, axis=axis, keepdims=keepdims), name=name)
+
+
+def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
+    """``sqrt(sum(x ** 2))`` over ``axis``."""
+    return sqrt(reduce_sum(square(input_tensor), axis=axis, keepdims=keepdims), name=name)
+
+
+def l2_normalize(input, axis=None, epsilon=1e-12, name=None):  # noqa: A002
+    """``x / sqrt(max(sum(x ** 2, axis), epsilon))``."""
+    norm2 = reduce_sum(square(input), axis=axis, keepdims=True)
+    return multiply(input, rsqrt(maximum(norm2, epsilon)), name=name)
+
+
+def polyval(coeffs, x, name=None):
+    """``coeffs[0] * x ** (n-1) + ... + coeffs[n-1]`` by Horner's rule; ``coeffs`` is a list
+    of numbers or Blobs."""
+    if not isinstance(coeffs, (list, tuple)):
+        raise TypeError(f"polyval: coeffs must be a list or tuple, got {type(coeffs).__name__}")
+    if not coeffs:
+        return _ew.zeros_like(x, name=name)
+    out = _ew.to_blob(coeffs[0], x, "polyval")
+    out = add(multiply(x, 0), out)   # broadcast a scalar coefficient to x's shape
+    for c in coeffs[1:]:
+        out = add(multiply(out, x), c)
+    return _identity(out, name)
+
+
+def tril(x, diagonal=0, name=None):
+    """Zero the elements above the ``diagonal``-th diagonal of the last two axes."""
+    return _idx.tril_op(x, diagonal=int(diagonal), fill_value=0, name=name)
+
+
+def fused_scale_tril(x, diagonal=0, fill_value=0, scale=1, name=None):
+    """``tril(x * scale)`` with ``fill_value`` above the diagonal."""
+    scaled = x if scale == 1 else multiply(x, scale)
+    return _idx.tril_op(scaled, diagonal=int(diagonal), fill_value=fill_value, name=name)
+
+
+def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - OneFlow's names
+    """Indices (int32) of the ``k`` largest values along the last axis, largest first
+    (ties: the lower index first). As OneFlow, it returns indices only; the values are
+    ``flow.gather`` of them (or ``flow.sort``). ``sorted=False`` gives the same order."""
+    n = input.shape[-1] if input.ndim else 0
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
+        raise ValueError(f"top_k: k must be a positive int, got {k!r}")
+    order = _idx.argsort_op(input, axis=input.ndim - 1, descending=True)
+    if k >= n:
+        return _identity(order, name)
+    from .ops import shape as _shape
+    index = (builtins_slice(None),) * (input.ndim - 1) + (builtins_slice(0, k),)
+    return _shape.slice_op(order, index=index, name=name)
+
+
+def in_top_k(targets, predictions, k, name=None):
+    """1 (int8) where ``targets[i]`` is among the ``k`` largest of ``predictions[i]``:
+    the count of predictions larger than the target's is below ``k``."""
+    from .ops import indexing
+    if predictions.ndim != 2 or targets.shape != predictions.shape[:1]:
+        raise ValueError(f"in_top_k: predictions must be 2-d and targets 1-d of its batch "
+                         f"size, got {predictions.shape} and {targets.shape}")
+    from .ops_api import expand_dims as _expand, cast as _cast
+    picked = indexing.take_along_axis_op(predictions, _expand(_cast(targets, "int64"), 1),
+                                         axis=1)
+    above = reduce_sum(_cast(greater(predictions, picked), "int32"), axis=1)
+    return less(above, k, name=name)
+
+
+import builtins as _builtins  # noqa: E402
+builtins_slice = _builtins.slice

@@ -211,3 +211,254 @@ def l2_loss(t, name=None):
     """``sum(t ** 2) / 2``."""
     from . import math
     return math.multiply(math.reduce_sum(math.square(t)), 0.5, name=name)
+
+
+# -- OneFlow v0.3.4's further nn functions (issue 18) ---------------------------------------
+# Activations are compositions of primitive ops, so their gradients come from the parts.
+# Branches that would overflow where not selected (exp of a large x) are clipped first:
+# the suite treats numpy's overflow warnings as errors, and a device would produce inf.
+
+__all__ += ["elu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "swish", "mish",
+            "logsoftmax", "moments", "batch_normalization", "layer_norm",
+            "sparse_cross_entropy", "tril", "fused_scale_tril", "conv1d", "max_pool1d",
+            "avg_pool1d", "softmax_grad"]
+
+
+def _math():
+    from . import math
+    return math
+
+
+def elu(x, alpha=1.0, name=None):
+    """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
+    m = _math()
+    negative_part = m.multiply(m.expm1(m.minimum(x, 0.0)), alpha)
+    return m._where(m.greater(x, 0.0), x, negative_part, name=name)
+
+
+def relu6(x, name=None):
+    """``min(max(x, 0), 6)``."""
+    m = _math()
+    return m.minimum(m.maximum(x, 0.0), 6.0, name=name)
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0, name=None):
+    """``x`` clipped to ``[min_val, max_val]``."""
+    if min_val >= max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must be below max_val ({max_val})")
+    m = _math()
+    return m.minimum(m.maximum(x, float(min_val)), float(max_val), name=name)
+
+
+def hardsigmoid(x, name=None):
+    """``relu6(x + 3) / 6``."""
+    m = _math()
+    return m.divide(relu6(m.add(x, 3.0)), 6.0, name=name)
+
+
+def hardswish(x, name=None):
+    """``x * relu6(x + 3) / 6``."""
+    m = _math()
+    return m.multiply(x, hardsigmoid(x), name=name)
+
+
+def swish(x, beta=1.0, name=None):
+    """``x * sigmoid(beta * x)``."""
+    m = _math()
+    return m.multiply(x, m.sigmoid(x if beta == 1.0 else m.multiply(x, beta)), name=name)
+
+
+def mish(x, name=None):
+    """``x * tanh(softplus(x))``."""
+    m = _math()
+    return m.multiply(x, m.tanh(m.softplus(x)), name=name)
+
+
+def logsoftmax(logits, axis=None, name=None):
+    """Another name of :func:`log_softmax` (OneFlow exports both)."""
+    return log_softmax(logits, axis=axis, name=name)
+
+
+def softmax_grad(y, dy, axis=None, name=None):
+    """The gradient of ``softmax`` given its output ``y`` and the output gradient ``dy``:
+    ``y * (dy - sum(dy * y, axis))``."""
+    axis = -1 if axis is None else axis
+    return _nn.softmax_grad(y, dy, axis=normalize_axis("softmax_grad", axis, y.ndim),
+                            name=name)
+
+
+def moments(x, axes, keepdims=False, name=None):
+    """``(mean, variance)`` of ``x`` over ``axes`` (the biased variance)."""
+    m = _math()
+    mean = m.reduce_mean(x, axis=axes, keepdims=True)
+    variance = m.reduce_mean(m.square(m.subtract(x, mean)), axis=axes, keepdims=keepdims)
+    if not keepdims:
+        mean = m.reduce_mean(x, axis=axes, keepdims=False)
+    return mean, variance
+
+
+def _param_view(blob, x, axis, op_name, arg):
+    """A 1-d parameter of x's ``axis`` size (or one of x's rank) shaped to broadcast."""
+    from .ops_api import reshape
+    if blob.ndim == x.ndim:
+        return blob
+    if blob.ndim != 1 or blob.shape[0] != x.shape[axis]:
+        raise ValueError(f"{op_name}: {arg} must be 1-d of size {x.shape[axis]} (x's axis "
+                         f"{axis}) or have x's rank, got shape {blob.shape}")
+    view = [1] * x.ndim
+    view[axis] = x.shape[axis]
+    return reshape(blob, view)
+
+
+def batch_normalization(x, mean, variance, offset=None, scale=None, variance_epsilon=1e-5,
+                        axis=1, name=None):
+    """``(x - mean) / sqrt(variance + variance_epsilon) * scale + offset`` with given
+    statistics: 1-d parameters along ``axis`` (1 for NCHW) or of ``x``'s rank."""
+    m = _math()
+    axis = normalize_axis("batch_normalization", axis, x.ndim)
+    mean = _param_view(mean, x, axis, "batch_normalization", "mean")
+    variance = _param_view(variance, x, axis, "batch_normalization", "variance")
+    out = m.multiply(m.subtract(x, mean), m.rsqrt(m.add(variance, float(variance_epsilon))))
+    if scale is not None:
+        out = m.multiply(out, _param_view(scale, x, axis, "batch_normalization", "scale"))
+    if offset is not None:
+        out = m.add(out, _param_view(offset, x, axis, "batch_normalization", "offset"))
+    return out if name is None else _ew.identity(out, name=name)
+
+
+def layer_norm(inputs, gamma=None, beta=None, begin_norm_axis=1, begin_params_axis=-1,
+               epsilon=1e-5, name=None):
+    """Normalize over the axes from ``begin_norm_axis`` on (mean 0, variance 1), then
+    scale by ``gamma`` and shift by ``beta`` (shaped ``inputs.shape[begin_params_axis:]``)."""
+    from .ops_api import reshape
+    m = _math()
+    begin = normalize_axis("layer_norm", begin_norm_axis, inputs.ndim)
+    axes = list(range(begin, inputs.ndim))
+    mean, variance = moments(inputs, axes, keepdims=True)
+    out = m.multiply(m.subtract(inputs, mean), m.rsqrt(m.add(variance, float(epsilon))))
+    params = inputs.shape[normalize_axis("layer_norm", begin_params_axis, inputs.ndim):]
+    view = (1,) * (inputs.ndim - len(params)) + tuple(params)
+    for blob, arg, combine in ((gamma, "gamma", m.multiply), (beta, "beta", m.add)):
+        if blob is None:
+            continue
+        if int(np.prod(blob.shape)) != int(np.prod(params)):
+            raise ValueError(f"layer_norm: {arg} must have shape {tuple(params)} "
+                             f"(inputs.shape[begin_params_axis:]), got {blob.shape}")
+        out = combine(out, reshape(blob, view))
+    return out if name is None else _ew.identity(out, name=name)
+
+
+def sparse_cross_entropy(labels, prediction, name=None):
+    """``-log(prediction[label])`` per sample, for probabilities ``prediction`` (not
+    logits) and integer ``labels`` of its shape without the last axis."""
+    from .ops import indexing as _idx
+    from .ops_api import cast, expand_dims, reshape
+    m = _math()
+    if labels.ndim == prediction.ndim and labels.shape[-1] == 1:
+        labels = reshape(labels, labels.shape[:-1])
+    if labels.shape != prediction.shape[:-1]:
+        raise ValueError(f"sparse_cross_entropy: labels shape must be {prediction.shape[:-1]}"
+                         f" (prediction's without its last axis), got {labels.shape}")
+    picked = _idx.take_along_axis_op(prediction, expand_dims(cast(labels, "int64"), -1),
+                                     axis=prediction.ndim - 1)
+    return m.negative(m.log(reshape(picked, labels.shape)), name=name)
+
+
+def tril(x, diagonal=0, name=None):
+    """Zero the elements above the ``diagonal``-th diagonal (``flow.math.tril``)."""
+    return _math().tril(x, diagonal=diagonal, name=name)
+
+
+def fused_scale_tril(x, diagonal=0, fill_value=0, scale=1, name=None):
+    """``tril(x * scale)``, ``fill_value`` above the diagonal (``flow.math`` has it too)."""
+    return _math().fused_scale_tril(x, diagonal=diagonal, fill_value=fill_value, scale=scale,
+                                    name=name)
+
+
+# -- 1-d convolution and pooling, as their 2-d forms with a height of 1 ---------------------
+
+
+def _to_ncw(x, data_format, op_name):
+    from .ops_api import transpose
+    fmt = data_format.upper()
+    if x.ndim != 3:
+        raise ValueError(f"{op_name}: input must be 3-d ({data_format}), got shape {x.shape}")
+    if fmt == "NCW":
+        return x
+    if fmt == "NWC":
+        return transpose(x, perm=(0, 2, 1))
+    raise ValueError(f"{op_name}: data_format must be 'NCW' or 'NWC', got {data_format!r}")
+
+
+def _from_nc1w(y, data_format):
+    from .ops_api import reshape, transpose
+    y = reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+    return transpose(y, perm=(0, 2, 1)) if data_format.upper() == "NWC" else y
+
+
+def _single(value, arg, op_name):
+    if isinstance(value, int):
+        return value
+    value = tuple(int(v) for v in value)
+    if len(value) != 1:
+        raise ValueError(f"{op_name}: {arg} must be an int or a 1-element list, got {value}")
+    return value[0]
+
+
+def _padding_1d(padding, op_name):
+    if isinstance(padding, str):
+        return padding
+    pads = list(padding)
+    if len(pads) == 3:     # [[0, 0], [0, 0], [left, right]]
+        pads = pads[2:]
+    if len(pads) != 1:
+        raise ValueError(f"{op_name}: explicit padding must give one (left, right) pair, "
+                         f"got {padding!r}")
+    return [(0, 0), pads[0]]
+
+
+def conv1d(input, filters, strides=1, padding="VALID", data_format="NCW", dilations=1,
+           groups=1, name=None):  # noqa: A002 - OneFlow's names
+    """1-d convolution of ``input`` (NCW) with OIW ``filters``."""
+    from .ops_api import reshape
+    x = _to_ncw(input, data_format, "conv1d")
+    if filters.ndim != 3:
+        raise ValueError(f"conv1d: filters must be 3-d OIW, got shape {filters.shape}")
+    x4 = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+    w4 = reshape(filters, (filters.shape[0], filters.shape[1], 1, filters.shape[2]))
+    y = conv2d(x4, w4, strides=(1, _single(strides, "strides", "conv1d")),
+               padding=_padding_1d(padding, "conv1d"),
+               dilations=(1, _single(dilations, "dilations", "conv1d")), groups=groups,
+               name=name)
+    return _from_nc1w(y, data_format)
+
+
+def _pool1d(pool, op_name, input, ksize, strides, padding, data_format, name):
+    from .ops_api import reshape
+    x = _to_ncw(input, data_format, op_name)
+    x4 = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+    y = pool(x4, (1, _single(ksize, "ksize", op_name)),
+             (1, _single(strides, "strides", op_name)), _padding_1d(padding, op_name),
+             name=name)
+    return _from_nc1w(y, data_format)
+
+
+def max_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):  # noqa: A002
+    """1-d max pooling (OneFlow v0.3.4 declared it but raised NotImplementedError)."""
+    return _pool1d(max_pool2d, "max_pool1d", input, ksize, strides, padding, data_format,
+                   name)
+
+
+def avg_pool1d(input, ksize, strides, padding, data_format="NCW", name=None):  # noqa: A002
+    """1-d average pooling; padded positions are not counted."""
+    return _pool1d(avg_pool2d, "avg_pool1d", input, ksize, strides, padding, data_format,
+                   name)
+
+
+import numpy as np  # noqa: E402
+
+from .loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
+                             MarginRankingLoss, MSELoss, TripletMarginLoss)
+
+__all__ += ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
+            "MarginRankingLoss", "TripletMarginLoss"]

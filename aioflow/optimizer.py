@@ -320,3 +320,9 @@ def build_training(graph) -> None:
         if flag and node.op.name == "assign_moving_average" and len(node.inputs) == 2:
             node.inputs = (*node.inputs, *flag)
     state_ops.increment(step, *flag, job=graph.name)
+
+
+# OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).
+from .optimizers_layerwise import LAMB, LARS  # noqa: E402
+
+__all__ += ["LAMB", "LARS"]

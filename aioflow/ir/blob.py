@@ -105,6 +105,18 @@ class Blob:
     def __rtruediv__(self, other):
         return self._op("divide")(other, self)
 
+    def __mod__(self, other):
+        return self._op("mod")(self, other)
+
+    def __rmod__(self, other):
+        return self._op("mod")(other, self)
+
+    def __floordiv__(self, other):
+        return self._op("floordiv")(self, other)
+
+    def __rfloordiv__(self, other):
+        return self._op("floordiv")(other, self)
+
     def __pow__(self, other):
         return self._op("pow")(self, other)
 

@@ -31,10 +31,12 @@ from . import harness as H
 
 F32, F64, I32 = np.float32, np.float64, np.int32
 
-# Ops with no row or test of their own: {"op": "why, and which test exercises it"}. Empty
-# for now: the *_grad helpers are claimed by the rows' grad_ops (checked to be in the
-# gradient job), update ops by test_optimizer_update_ops.
-NOT_DIRECTLY_TESTED: dict[str, str] = {}
+# Ops with no row or test of their own: {"op": "why, and which test exercises it"}: only
+# the random ops. The *_grad helpers are claimed by the rows' grad_ops (checked to be in
+# the gradient job), update ops by test_optimizer_update_ops.
+NOT_DIRECTLY_TESTED: dict[str, str] = {
+    op: "random draws have no fixed reference: tests/ops/test_random_ops.py checks their "
+        "laws and seeded repeats" for op in ("bernoulli", "coin_flip", "random_permutation")}
 
 
 @pytest.fixture(autouse=True)
@@ -625,6 +627,13 @@ for _kind, _fn in [("max", flow.nn.max_pool2d), ("avg", flow.nn.avg_pool2d)]:
              (f"{_kind}_pool2d_grad",))
 
 
+# OneFlow v0.3.4's further names (issue 18): their rows live in oneflow_cases.py.
+from .oneflow_cases import add_cases, add_loss_cases  # noqa: E402
+
+add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+add_loss_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+
+
 # -- the matrix tests ---------------------------------------------------------------------------
 
 FORWARD = [pytest.param(c, dt, id=f"{c.id}-{np.dtype(dt).name}") for c in CASES
@@ -962,6 +971,26 @@ def _rmsprop_ref(w, g, lr, steps, d=0.99, eps=1e-8, centered=False):
     return out
 
 
+def _lamb_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-6):
+    m, v, out = np.zeros_like(w), np.zeros_like(w), []
+    for t in range(1, steps + 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        r = (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        w = w - lr * np.linalg.norm(w) / np.linalg.norm(r) * r
+        out.append(w)
+    return out
+
+
+def _lars_ref(w, g, lr, steps, beta=0.9, eps=1e-9, coeff=1e-4):
+    mom, out = np.zeros_like(w), []
+    for _ in range(steps):
+        mom = beta * mom - lr * coeff * np.linalg.norm(w) / (np.linalg.norm(g) + eps) * g
+        w = w + mom
+        out.append(w)
+    return out
+
+
 # Rates exactly representable in float32: the learning_rate op is float32 (as in OneFlow).
 OPTIMIZERS = [
     pytest.param(lambda: flow.optimizer.SGD(0.25, momentum=0), "sgd_update",
@@ -988,11 +1017,16 @@ OPTIMIZERS = [
         flow.optimizer.PiecewiseConstantScheduler([0, 1], [0.5, 0.25, 0.125]), momentum=0),
         "sgd_update", lambda w, g: [w - 0.5 * g, w - 0.75 * g, w - 0.875 * g],
         id="SGD-piecewise-lr"),
+    pytest.param(lambda: flow.optimizer.LAMB(0.25), "lamb_update",
+                 lambda w, g: _lamb_ref(w, g, 0.25, 3), id="LAMB"),
+    pytest.param(lambda: flow.optimizer.LARS(0.25, lars_coefficient=0.5), "lars_update",
+                 lambda w, g: _lars_ref(w, g, 0.25, 3, coeff=0.5), id="LARS"),
 ]
 
 
 @pytest.mark.parametrize("optimizer, update_op, reference", OPTIMIZERS)
-@covers("sgd_update", "momentum_update", "adam_update", "rmsprop_update", "learning_rate",
+@covers("sgd_update", "momentum_update", "adam_update", "rmsprop_update", "lamb_update",
+        "lars_update", "learning_rate",
         "increment", "variable")
 def test_optimizer_update_ops(optimizer, update_op, reference):
     rng = np.random.default_rng(4)

@@ -1,0 +1,247 @@
+"""Index-driven ops: gather, one_hot, pad, sorting (argsort, take_along_axis), tril,
+reverse, and the reductions that have no gradient (all, any) or a special one (prod).
+
+Gradients that scatter (gather's, take_along_axis's) accumulate with ``xp.add.at``, so
+repeated indices add up; numpy, CuPy and the strict backend all have it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..ir import Blob
+from .reduce import reduced_shape
+from .registry import register
+
+_INDEX_DTYPES = (dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint8)
+
+
+def _require_indices(op_name, indices: Blob, arg="indices"):
+    if indices.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"{op_name}: {arg} must be an integer Blob, got {indices.dtype.name}")
+
+
+# -- gather -------------------------------------------------------------------------------
+
+
+def _infer_gather(params, indices, *, axis):
+    _require_indices("gather", indices)
+    return [(params.shape[:axis] + indices.shape + params.shape[axis + 1:], params.dtype)]
+
+
+@register("gather", infer=_infer_gather)
+def gather_op(ctx, params, indices, *, axis):
+    """``params`` indexed by ``indices`` along ``axis``; an index outside [0, n) gives
+    zeros, as OneFlow's kernel does (a device cannot raise from inside a step)."""
+    xp = ctx.xp
+    n = params.shape[axis]
+    valid = (indices >= 0) & (indices < n)
+    picked = xp.take(params, xp.where(valid, indices, 0), axis=axis)
+    view = (1,) * axis + indices.shape + (1,) * (params.ndim - axis - 1)
+    return picked * valid.reshape(view).astype(params.dtype)
+
+
+def _infer_gather_grad(gy, indices, *, axis, shape):
+    return [(tuple(shape), gy.dtype)]
+
+
+@register("gather_grad", infer=_infer_gather_grad, differentiable=False)
+def gather_grad(ctx, gy, indices, *, axis, shape):
+    xp = ctx.xp
+    n = shape[axis]
+    valid = (indices >= 0) & (indices < n)
+    out = xp.zeros(shape, gy.dtype)
+    # Move the gathered axes to the front: out[idx] += gy (with idx flattened).
+    moved = xp.moveaxis(out, axis, 0)
+    lead = gy.ndim - (len(shape) - 1)          # = indices.ndim
+    g = xp.moveaxis(gy, tuple(range(axis, axis + lead)), tuple(range(lead)))
+    g = g.reshape((-1,) + g.shape[lead:])
+    flat = xp.where(valid, indices, 0).reshape(-1)
+    mask = valid.reshape((-1,) + (1,) * (g.ndim - 1)).astype(gy.dtype)
+    xp.add.at(moved, flat, g * mask)
+    return out
+
+
+@gather_op.grad
+def _gather_grad(node, gy):
+    params, indices = node.inputs
+    return [gather_grad(gy, indices, axis=node.attrs["axis"], shape=params.shape), None]
+
+
+# -- one_hot ------------------------------------------------------------------------------
+
+
+def _infer_one_hot(indices, *, depth, on_value, off_value, dtype):
+    _require_indices("one_hot", indices)
+    return [(indices.shape + (depth,), dtype)]
+
+
+@register("one_hot", infer=_infer_one_hot, differentiable=False)
+def one_hot_op(ctx, indices, *, depth, on_value, off_value, dtype):
+    xp = ctx.xp
+    np_dtype = dtypes.as_numpy(dtype)
+    hit = indices[..., None] == xp.arange(depth, dtype=indices.dtype)
+    return xp.where(hit, np_dtype.type(on_value), np_dtype.type(off_value)).astype(np_dtype)
+
+
+# -- pad ----------------------------------------------------------------------------------
+
+
+def _infer_pad(x, *, paddings, constant_value):
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, paddings))
+    return [(shape, x.dtype)]
+
+
+@register("pad", infer=_infer_pad)
+def pad_op(ctx, x, *, paddings, constant_value):
+    return ctx.xp.pad(x, paddings, mode="constant",
+                      constant_values=x.dtype.type(constant_value))
+
+
+@pad_op.grad
+def _pad_grad(node, gy):
+    from .shape import slice_op
+    x = node.inputs[0]
+    index = tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, node.attrs["paddings"]))
+    return [slice_op(gy, index=index)]
+
+
+# -- sorting ------------------------------------------------------------------------------
+
+
+def _infer_argsort(x, *, axis, descending):
+    return [(x.shape, dtypes.int32)]
+
+
+@register("argsort", infer=_infer_argsort, differentiable=False)
+def argsort_op(ctx, x, *, axis, descending):
+    xp = ctx.xp
+    if descending:   # a stable descending order: ties keep their original order
+        flipped = xp.flip(x, axis=axis)
+        order = xp.argsort(flipped, axis=axis, kind="stable")
+        order = x.shape[axis] - 1 - xp.flip(order, axis=axis)
+    else:
+        order = xp.argsort(x, axis=axis, kind="stable")
+    return order.astype(np.int32)
+
+
+def _infer_take_along(x, indices, *, axis):
+    _require_indices("take_along_axis", indices)
+    if indices.ndim != x.ndim or any(a != b for i, (a, b) in
+                                     enumerate(zip(x.shape, indices.shape)) if i != axis):
+        raise ValueError(f"take_along_axis: indices shape {indices.shape} does not match "
+                         f"x shape {x.shape} outside axis {axis}")
+    return [(indices.shape, x.dtype)]
+
+
+@register("take_along_axis", infer=_infer_take_along)
+def take_along_axis_op(ctx, x, indices, *, axis):
+    return ctx.xp.take_along_axis(x, indices.astype(np.int64), axis=axis)
+
+
+@register("take_along_axis_grad",
+          infer=lambda gy, indices, *, axis, shape: [(tuple(shape), gy.dtype)],
+          differentiable=False)
+def take_along_axis_grad(ctx, gy, indices, *, axis, shape):
+    xp = ctx.xp
+    out = xp.zeros(shape, gy.dtype)
+    # Open grids (as numpy.indices(sparse=True), spelled out for every array module).
+    grids = [xp.arange(d).reshape((1,) * i + (d,) + (1,) * (indices.ndim - i - 1))
+             for i, d in enumerate(indices.shape)]
+    grids[axis] = indices.astype(np.int64)
+    xp.add.at(out, tuple(grids), gy)
+    return out
+
+
+@take_along_axis_op.grad
+def _take_along_grad(node, gy):
+    x, indices = node.inputs
+    return [take_along_axis_grad(gy, indices, axis=node.attrs["axis"], shape=x.shape), None]
+
+
+# -- tril, reverse ------------------------------------------------------------------------
+
+
+def _infer_tril(x, *, diagonal, fill_value):
+    if x.ndim < 2:
+        raise ValueError(f"tril: x must be at least 2-d, got shape {x.shape}")
+    return [(x.shape, x.dtype)]
+
+
+@register("tril", infer=_infer_tril)
+def tril_op(ctx, x, *, diagonal, fill_value):
+    xp = ctx.xp
+    rows, cols = x.shape[-2:]
+    keep = xp.arange(cols)[None, :] <= xp.arange(rows)[:, None] + diagonal
+    return xp.where(keep, x, x.dtype.type(fill_value))
+
+
+@tril_op.grad
+def _tril_grad(node, gy):
+    return [tril_op(gy, diagonal=node.attrs["diagonal"], fill_value=0)]
+
+
+@register("reverse", infer=lambda x, *, axes: [(x.shape, x.dtype)])
+def reverse_op(ctx, x, *, axes):
+    return ctx.xp.flip(x, axis=axes)
+
+
+@reverse_op.grad
+def _reverse_grad(node, gy):
+    return [reverse_op(gy, axes=node.attrs["axes"])]
+
+
+# -- reductions ---------------------------------------------------------------------------
+
+
+def _infer_logical_reduce(x, *, axes, keepdims):
+    return [(reduced_shape(x.shape, axes, keepdims), dtypes.int8)]
+
+
+def _logical_reduce(name, method):
+    def forward(ctx, x, *, axes, keepdims):
+        out = getattr(x != 0, method)(axis=axes, keepdims=keepdims)
+        return out.astype(np.int8).reshape(reduced_shape(x.shape, axes, keepdims))
+    return register(name, infer=_infer_logical_reduce, differentiable=False)(forward)
+
+
+reduce_all_op = _logical_reduce("reduce_all", "all")
+reduce_any_op = _logical_reduce("reduce_any", "any")
+
+
+def _infer_prod(x, *, axes, keepdims):
+    return [(reduced_shape(x.shape, axes, keepdims), x.dtype)]
+
+
+@register("reduce_prod", infer=_infer_prod)
+def reduce_prod_op(ctx, x, *, axes, keepdims):
+    out = x.prod(axis=axes, keepdims=keepdims)
+    return ctx.xp.asarray(out, dtype=x.dtype).reshape(reduced_shape(x.shape, axes, keepdims))
+
+
+@register("reduce_prod_grad", infer=lambda x, gy, *, axes: [(x.shape, x.dtype)],
+          differentiable=False)
+def reduce_prod_grad(ctx, x, gy, *, axes):
+    """d prod / d x_i = the product of the others: products of the elements before and
+    after each one (exclusive cumulative products), exact with zeros among them."""
+    xp = ctx.xp
+    kept = [i for i in range(x.ndim) if i not in axes]
+    perm = kept + list(axes)
+    moved = xp.transpose(x, perm)
+    lead = moved.shape[:len(kept)]
+    flat = moved.reshape(lead + (-1,))
+    ones = xp.ones(lead + (1,), x.dtype)
+    before = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(flat, axis=-1)[..., :-1]],
+                                              axis=-1), axis=-1), axis=-1)
+    g = gy.reshape(lead + (1,)) * before * after
+    return xp.transpose(g.reshape(moved.shape), tuple(int(i) for i in np.argsort(perm)))
+
+
+@reduce_prod_op.grad
+def _prod_grad(node, gy):
+    return [reduce_prod_grad(node.inputs[0], gy, axes=node.attrs["axes"])]
+
+
+__all__ = ["gather_op", "one_hot_op", "pad_op", "argsort_op", "take_along_axis_op",
+           "tril_op", "reverse_op", "reduce_all_op", "reduce_any_op", "reduce_prod_op"]
