@@ -50,9 +50,16 @@ async def _awaited_epoch(depth: int, steps: int, **timing):
 
 async def test_depth_two_overlaps_copies_compute_and_fetch_with_the_same_results():
     timing = dict(copy_ms=2, compute_ms=5, fetch_ms=1)
-    serial, serial_losses = await _awaited_epoch(1, 40, **timing)
-    overlapped, overlapped_losses = await _awaited_epoch(2, 40, **timing)
-    assert serial / overlapped >= 1.5, (serial, overlapped)
+    attempts = []
+    # A pipeline that does not overlap fails every attempt; a shared machine's scheduler
+    # can stall one (each step crosses five threads), so the better of two is judged.
+    for _ in range(2):
+        serial, serial_losses = await _awaited_epoch(1, 40, **timing)
+        overlapped, overlapped_losses = await _awaited_epoch(2, 40, **timing)
+        attempts.append((serial, overlapped))
+        if serial / overlapped >= 1.5:
+            break
+    assert serial / overlapped >= 1.5, attempts
     np.testing.assert_allclose(overlapped_losses, serial_losses, rtol=1e-6)
     expected = await asyncio.to_thread(reference_losses, 41)   # the CPU, blocking
     np.testing.assert_allclose(serial_losses, expected[1:], rtol=1e-6)
