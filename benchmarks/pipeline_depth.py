@@ -140,8 +140,8 @@ def main():
             if args.device == "simulated":
                 stages = (args.copy_ms, args.compute_ms, args.fetch_ms)
                 step_ms = sum(stages) if depth == 1 else max(stages)
-                if step_ms > 0:
-                    line += f"  (ideal {1000 * BATCH / step_ms:.0f} images/s)"
+                if step_ms > 0:   # the stream's numpy arithmetic comes on top
+                    line += f"  (modelled stages alone: {1000 * BATCH / step_ms:.0f} images/s)"
             else:
                 busy = statistics.median(r[2] / r[0] for r in runs)
                 per_step = statistics.median(seconds) / args.batches
