@@ -27,9 +27,9 @@ import pytest
 
 from . import session as _session
 from .backends import simulating_gpu
-from .backends.simulated import SimulatedBackend, SimulatedDevice
+from .backends.simulated import SimulatedBackend, SimulatedDevice, SimulatedDeviceError
 
-__all__ = ["flow_session", "simulated_gpu"]
+__all__ = ["flow_session", "simulated_gpu", "SimulatedDevice", "SimulatedDeviceError"]
 
 
 @contextlib.contextmanager

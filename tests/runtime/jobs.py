@@ -1,5 +1,10 @@
 """Small jobs shared by the runtime tests (defined per test through factories, so each
 test's fresh session gets its own)."""
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 
 import aioflow as flow
@@ -53,3 +58,22 @@ def reference_losses(steps: int, lr=0.1):
     out = [float(train(X, Y).mean()) for _ in range(steps)]
     flow.clear_default_session()
     return out
+
+
+def interrupt_when_ready(script: str, after: float):
+    """Run ``script`` in a fresh interpreter; once it printed "ready", wait ``after``
+    seconds and send it SIGINT (Ctrl-C). Returns (returncode, stdout, stderr, seconds it
+    took to exit after the signal). The process never outlives a failed test."""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(after)
+        proc.send_signal(signal.SIGINT)
+        start = time.perf_counter()
+        out, err = proc.communicate(timeout=30)
+        return proc.returncode, out, err, time.perf_counter() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -12,7 +12,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 
-from .jobs import X, Y, make_predict, make_slow, make_train
+from .jobs import X, Y, interrupt_when_ready, make_predict, make_slow, make_train
 
 
 @pytest.fixture(autouse=True)
@@ -239,20 +239,9 @@ def test_ctrl_c_stops_training_promptly_and_leaves_variables_usable(form,
             print("interrupted; finite:", bool(np.isfinite(w).all()), "whole:", whole,
                   flush=True)
     """).replace("FORM", form).replace("CALL", call)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        start = time.perf_counter()
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:     # never leave a training loop running after a failure
-            proc.kill()
-            proc.communicate()
-    assert time.perf_counter() - start < 5, "did not stop promptly"
-    assert proc.returncode == 0, err
+    returncode, out, err, took = interrupt_when_ready(script, after=1.0)
+    assert took < 5, "did not stop promptly"
+    assert returncode == 0, err
     assert "interrupted; finite: True whole: True" in out
 
 

@@ -3,11 +3,8 @@ part): every await gets its own result, cancelled awaits apply exactly the steps
 docs/runtime.md promises, an interrupted Callback loop ends promptly and cleanly, and
 memory stays flat over thousands of steps."""
 import asyncio
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +12,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 
-from .jobs import X, Y, make_train, reference_losses
+from .jobs import X, Y, interrupt_when_ready, make_train, reference_losses
 
 STEP_VAR = "System-Train-TrainStep-train"
 
@@ -102,21 +99,9 @@ def test_ctrl_c_in_a_callback_loop_exits_within_two_seconds_with_one_traceback()
         while True:
             train(x)(lambda loss: None)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        start = time.perf_counter()
-        _, err = proc.communicate(timeout=30)
-        took = time.perf_counter() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    returncode, _, err, took = interrupt_when_ready(script, after=0.5)
     assert took < 2, f"took {took:.1f} s to exit"
-    assert proc.returncode != 0
+    assert returncode != 0
     assert err.count("Traceback (most recent call last)") == 1, err
     assert err.rstrip().endswith("KeyboardInterrupt"), err
     assert "ERROR" not in err, err
