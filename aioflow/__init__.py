@@ -38,6 +38,7 @@ from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
 from .model_summary import summary
 from .variables import get_variable
+from .watch import watch, watch_diff
 
 __version__ = "0.1.0"
 

@@ -180,6 +180,10 @@ class CompiledJob:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
+        # Handlers of flow.watch then flow.watch_diff, matching the outputs after the
+        # job's own (runtime/results.py ``deliver_result`` hands them their values).
+        self.watch_handlers = ([h for kind, _, h in graph.watches if kind == "value"]
+                               + [h for kind, _, h in graph.watches if kind == "diff"])
         self.context = session.context_for(self.backend)
         self.variable_names = tuple(graph.variable_blobs)
         self._placement_version = -1
@@ -213,6 +217,8 @@ class CompiledJob:
             if distributed.is_distributed():   # ListNumpy results: every rank's value
                 graph.outputs = distributed.graph_ops.gather_outputs(
                     graph, distributed.views.output_kinds(self.template))
+            # Watched values are outputs from here on, so no rewrite removes them.
+            graph.outputs += [blob for kind, blob, _ in graph.watches if kind == "value"]
         if job.job_type != "train" and (graph.train_target is not None
                                         or graph.legacy_losses):
             what = ("optimizer.minimize()" if graph.train_target is not None

@@ -26,7 +26,7 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from . import config, dtypes
+from . import config, dtypes, ops_api
 from .compiler.autodiff import gradients
 from .ir import current_graph
 from .ops import state as state_ops
@@ -273,14 +273,19 @@ def build_training(graph) -> None:
     names = optimizer._selected(names)
     params = [graph.variable_blobs[n] for n in names]
 
+    watched = [blob for kind, blob, _ in graph.watches if kind == "diff"]
+
     def summed_gradients(loss_list):
         grads: dict[int, object] = {}
         for loss in loss_list:
-            for blob_id, grad in gradients(graph, loss, params).items():
+            for blob_id, grad in gradients(graph, loss, params + watched).items():
                 grads[blob_id] = grad if blob_id not in grads else grads[blob_id] + grad
         return grads
 
     grads = summed_gradients(losses)
+    # flow.watch_diff: the loss's gradient for each watched blob (zeros off its path).
+    graph.watched_diffs = [grads[b.id] if b.id in grads
+                           else ops_api.zeros_like(b) for b in watched]
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
     from .distributed import graph_ops, is_distributed
     if is_distributed():

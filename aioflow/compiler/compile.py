@@ -41,6 +41,7 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
         if graph.job_type == "train":
             from ..optimizer import build_training
             build_training(graph)
+        graph.outputs += graph.watched_diffs   # flow.watch_diff, after the job's own
     eliminate_dead_code(graph)
     schedule_side_effects_last(graph)
     verify(graph)

@@ -67,6 +67,10 @@ class Graph:
         self.session = None  # the Session tracing this graph (set by the job compiler)
         self.job_type = "predict"
         self.train_target = None  # (optimizer, loss) once minimize() was called
+        # flow.watch / flow.watch_diff: ("value" | "diff", blob, handler), in call order;
+        # their values become outputs after the job's own (CompiledJob.watch_handlers).
+        self.watches: list = []
+        self.watched_diffs: list = []   # the gradient blobs of the "diff" watches
 
     # -- construction ------------------------------------------------------------------
     def new_blob(self, shape, dtype, producer=None, index=0) -> Blob:

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ..signature import rebuild_result
 from .pipeline import NOT_RUN
 from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
-                      check_may_block, foreign_async_library, in_worker_thread, invoke,
-                      running_loop)
+                      check_may_block, deliver_result, foreign_async_library,
+                      in_worker_thread, invoke, running_loop)
 
 
 def call_job(job, compiled, arrays):
@@ -28,7 +27,7 @@ def call_job(job, compiled, arrays):
             step = pipeline.new_step(compiled, arrays)
             pipeline.enqueue(step)
             outputs = step.future.result()
-        return None if spec.is_none else rebuild_result(compiled.template, outputs)
+        return deliver_result(compiled, outputs)
 
     step = pipeline.new_step(compiled, arrays)
     slot = CallbackSlot(_delivery(pipeline, loop, compiled, job.__name__, step))
@@ -43,17 +42,15 @@ def call_job(job, compiled, arrays):
     pipeline.enqueue(step)
     if spec.callback:
         return CallbackRegistrar(job.__name__, slot)
-    return LegacyResult(step.future, compiled.template, job.__name__, slot)
+    return LegacyResult(step.future, compiled, job.__name__, slot)
 
 
 def _delivery(pipeline, loop, compiled, job_name, step):
     """Where callbacks of this call run: the caller's loop, or the delivery thread."""
-    session, template = compiled.session, compiled.template
-
     def deliver(slot, callback, future) -> None:
         def thunk() -> None:
             try:
-                invoke(slot, callback, future, template, session, job_name)
+                invoke(slot, callback, future, compiled, job_name)
             finally:
                 pipeline.release_held(step)
         if loop is not None:
@@ -74,7 +71,7 @@ async def _await_value(pipeline, compiled, arrays, spec):
             # Let the loop's other tasks run before this one goes on: a task awaiting such
             # steps back to back would otherwise never yield to them.
             await asyncio.sleep(0)
-            return None if spec.is_none else rebuild_result(compiled.template, outputs)
+            return deliver_result(compiled, outputs)
     # Queued, the step reads its inputs after this task yields, while other tasks may
     # write to the caller's arrays: it gets copies (what the other forms copy at the call).
     arrays = [compiled.private_copy(a) for a in arrays]
@@ -84,4 +81,4 @@ async def _await_value(pipeline, compiled, arrays, spec):
     # Cancelling this await cancels step.future: withdrawn if it has not started yet,
     # otherwise it completes (variables stay consistent) and its result is dropped.
     outputs = await asyncio.wrap_future(step.future)
-    return None if spec.is_none else rebuild_result(compiled.template, outputs)
+    return deliver_result(compiled, outputs)

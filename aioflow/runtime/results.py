@@ -166,8 +166,21 @@ class CallbackSlot:
         self._deliver(self, callback, future)
 
 
-def invoke(slot: CallbackSlot, callback, future: Future, template, session, job_name) -> None:
+def deliver_result(compiled, outputs):
+    """The job's result from a step's outputs, after its ``flow.watch`` /
+    ``flow.watch_diff`` handlers got their values (the outputs after the job's own), in
+    the order they were registered."""
+    handlers = compiled.watch_handlers
+    if handlers:
+        first = len(outputs) - len(handlers)
+        for handler, value in zip(handlers, outputs[first:]):
+            handler(value)
+    return rebuild_result(compiled.template, outputs)
+
+
+def invoke(slot: CallbackSlot, callback, future: Future, compiled, job_name) -> None:
     """Hand the result to ``callback``; report a failed step nobody else saw."""
+    session = compiled.session
     if future.cancelled():
         return
     exc = future.exception()
@@ -175,11 +188,14 @@ def invoke(slot: CallbackSlot, callback, future: Future, template, session, job_
         if not slot.taken:
             session.report_error(exc, f"a step of {job_name}")
         return
-    if callback is not None:
-        try:
-            callback(rebuild_result(template, future.result()))
-        except BaseException as cb_exc:  # reported, never stops later deliveries
-            session.report_error(cb_exc, "a callback")
+    if slot.taken:
+        return    # .get() took the result (and ran the watch handlers)
+    try:
+        result = deliver_result(compiled, future.result())
+        if callback is not None:
+            callback(result)
+    except BaseException as cb_exc:  # reported, never stops later deliveries
+        session.report_error(cb_exc, "a callback")
 
 
 class CallbackRegistrar:
@@ -210,9 +226,9 @@ class CallbackRegistrar:
 class LegacyResult:
     """What a job without a return annotation returns (OneFlow's older API)."""
 
-    def __init__(self, future: Future, template, job_name: str, slot: CallbackSlot):
+    def __init__(self, future: Future, compiled, job_name: str, slot: CallbackSlot):
         self._future = future
-        self._template = template
+        self._compiled = compiled
         self._job_name = job_name
         self._slot = slot
 
@@ -222,7 +238,7 @@ class LegacyResult:
         if not self._slot.registered:
             self._slot.taken = True
             self._slot.register(None)
-        return rebuild_result(self._template, self._future.result())
+        return deliver_result(self._compiled, self._future.result())
 
     def async_get(self, callback) -> None:
         """Call ``callback(result)`` once the step finished, in call order."""

@@ -1,0 +1,135 @@
+"""flow.watch / flow.watch_diff: a blob's value, or the loss's gradient for it, handed to a
+handler at every step, in order, where the step's result is delivered."""
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+import aioflow as flow
+import aioflow.typing as tp
+
+X = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+Y = np.array([0, 1, 2, 3], np.int32)
+W = np.linspace(-0.5, 0.5, 15, dtype=np.float32).reshape(5, 3)   # dense stores (out, in)
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def _train(seen, form=tp.Numpy, extra=None):
+    def train(x: tp.Numpy.Placeholder((4, 3)), y: tp.Numpy.Placeholder((4,), dtype=flow.int32)):
+        logits = flow.layers.dense(x, 5, name="fc", use_bias=False,
+                                   kernel_initializer=flow.constant_initializer(0.0))
+        flow.watch(logits, lambda v: seen.append(("logits", v)))
+        flow.watch_diff(logits, lambda g: seen.append(("d logits", g)))
+        if extra is not None:
+            extra(x, logits)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        flow.optimizer.SGD(0.1, momentum=0).minimize(loss)
+        return loss
+    train.__annotations__["return"] = form
+    job = flow.global_function(type="train")(train)
+    flow.train.CheckPoint().init()
+    flow.load_variables({"fc-weight": W})
+    return job
+
+
+def _oracle(w):
+    """logits = x @ w.T and d mean(CE)/d logits = (softmax - onehot) / batch, in float64."""
+    logits = X.astype(np.float64) @ w.T.astype(np.float64)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    grad = (p - np.eye(5)[Y]) / len(Y)
+    return logits, grad, w - 0.1 * (grad.T @ X)
+
+
+def test_values_and_gradients_match_a_numpy_oracle_step_after_step():
+    seen = []
+    train = _train(seen)
+    w = W.astype(np.float64)
+    for _ in range(3):
+        train(X, Y)
+        logits, grad, w = _oracle(w)
+        (name1, value), (name2, diff) = seen[-2:]
+        assert (name1, name2) == ("logits", "d logits")
+        np.testing.assert_allclose(value, logits, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(diff, grad, rtol=1e-5, atol=1e-6)
+    assert len(seen) == 6
+
+
+def test_the_gradient_agrees_with_central_differences():
+    seen = []
+    train = _train(seen)
+    train(X, Y)
+    diff = seen[1][1].astype(np.float64)
+
+    def mean_loss(logits):
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        return float(np.mean(-np.log(p[np.arange(4), Y] / p.sum(1))))
+    logits = seen[0][1].astype(np.float64)
+    eps = 1e-6
+    numeric = np.zeros_like(logits)
+    for index in np.ndindex(*logits.shape):
+        up, down = logits.copy(), logits.copy()
+        up[index] += eps
+        down[index] -= eps
+        numeric[index] = (mean_loss(up) - mean_loss(down)) / (2 * eps)
+    np.testing.assert_allclose(diff, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_callback_form_handlers_run_before_the_callback_on_the_delivery_thread():
+    seen, where = [], []
+
+    def note(_):
+        where.append(threading.current_thread().name)
+    train = _train(seen, form=tp.Callback[tp.Numpy],
+                   extra=lambda x, logits: flow.watch(x, note))
+    train(X, Y)(lambda loss: seen.append(("callback", loss)))
+    flow.sync_default_session()
+    assert [name for name, _ in seen] == ["logits", "d logits", "callback"]
+    assert where == ["aioflow-delivery"]
+
+
+async def test_awaited_steps_deliver_on_the_loop_in_order():
+    seen = []
+    train = await asyncio.to_thread(_train, seen)
+    await asyncio.gather(train(X, Y), train(X, Y))
+    assert [name for name, _ in seen] == ["logits", "d logits"] * 2
+    assert not np.allclose(seen[0][1], seen[2][1])   # the second step saw updated weights
+
+
+def test_a_string_prompt_prints_and_a_blob_off_the_loss_path_has_zero_gradient(capsys):
+    seen = []
+
+    def extra(x, logits):
+        unused = x * 3.0
+        flow.watch(unused, "x times three:")
+        flow.watch_diff(unused, lambda g: seen.append(("d unused", g)))
+    train = _train(seen, extra=extra)
+    train(X, Y)
+    assert capsys.readouterr().out.startswith("x times three: [[")
+    np.testing.assert_array_equal(seen[-1][1], np.zeros((4, 3), np.float32))
+
+
+def test_misuse_is_refused_with_clear_errors():
+    with pytest.raises(RuntimeError, match="inside a job function"):
+        flow.watch(np.zeros(3))
+
+    @flow.global_function(type="predict")
+    def predict(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        flow.watch_diff(x, print)
+        return x
+    with pytest.raises(TypeError, match="gradients exist only in a train job"):
+        predict(X)
+
+    @flow.global_function(type="predict")
+    def bad_handler(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        flow.watch(x, 42)
+        return x
+    with pytest.raises(TypeError, match="handler_or_prompt must be a callable"):
+        bad_handler(X)
