@@ -162,9 +162,10 @@ def _corrupt(root, corruption) -> bool:
         os.remove(path)
         return True
     if kind == "truncate":
-        if not data:
+        keep = int(where * len(data))
+        if keep >= len(data):   # nothing cut (an empty file, or where == 1.0)
             return False
-        data = data[: int(where * len(data))]
+        data = data[:keep]
     elif kind == "flip":
         if not data:
             return False

@@ -148,6 +148,18 @@ async def test_cancelled_awaits_lose_and_repeat_no_step():
         position = matches[0]
 
 
+async def _hundred_calls(train):
+    """100 awaited calls, made ten per loop iteration as requests arriving would be: the
+    calls' own work on the loop (binding, copying, submitting: ~50 us each) is the
+    caller's, not the pipeline's, and is not what the test measures."""
+    tasks = []
+    for i in range(100):
+        tasks.append(asyncio.ensure_future(train(X, Y)))
+        if i % 10 == 9:
+            await asyncio.sleep(0)
+    return await asyncio.gather(*tasks)
+
+
 async def test_the_loop_keeps_beating_while_a_hundred_steps_are_in_flight():
     async def worst_gap(until) -> float:
         gaps, last = [], time.perf_counter()
@@ -169,7 +181,7 @@ async def test_the_loop_keeps_beating_while_a_hundred_steps_are_in_flight():
             idle = asyncio.get_running_loop().create_future()
             asyncio.get_running_loop().call_later(0.2, idle.set_result, None)
             baseline = await worst_gap(idle)     # this machine's scheduler alone
-            steps = asyncio.ensure_future(asyncio.gather(*[train(X, Y) for _ in range(100)]))
+            steps = asyncio.ensure_future(_hundred_calls(train))
             busy = await worst_gap(steps)
             await steps
             attempts.append((busy, baseline))
