@@ -12,7 +12,7 @@ array([1., 1., 1.], dtype=float32)
 This module only re-exports; each name lives in the module named in its docstring.
 """
 from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
-               math, nn, optimizer, random, regularizers, scope, train, typing)
+               math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
 from .checkpoint import get_all_variables, load_variables
 from .dtypes import (DType, double, float, float16, float32, float64, half, int8, int32,
                      int64, uint8)
