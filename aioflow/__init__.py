@@ -39,6 +39,7 @@ from .typing import PlaceholderSpec
 from .model_summary import summary
 from .variables import get_variable
 from .watch import watch, watch_diff
+from .env import current_machine_id
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,7 @@ machines fails at once on one.
 """
 from __future__ import annotations
 
-__all__ = ["machine", "ctrl_port", "data_port", "log_dir"]
+__all__ = ["machine", "ctrl_port", "data_port", "log_dir", "current_machine_id"]
 
 
 def machine(machines) -> None:
@@ -45,3 +45,17 @@ def data_port(port: int) -> None:
 
 def log_dir(path) -> None:
     """Accepted for OneFlow scripts; aioflow logs through the ``logging`` module."""
+
+
+def current_machine_id() -> int:
+    """The index of this process's host among the world's hosts (0 in a single process):
+    OneFlow's ``flow.current_machine_id()``.
+
+    >>> current_machine_id()
+    0
+    """
+    from .distributed import world
+    from .distributed.world import _hostname
+    hosts = world().hosts
+    name = _hostname()
+    return hosts.index(name) if name in hosts else 0

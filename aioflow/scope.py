@@ -28,6 +28,8 @@ __all__ = [
     "placement",
     "consistent_view",
     "mirrored_view",
+    "consistent_view_enabled",
+    "mirrored_view_enabled",
     "namespace",
     "fixed_placement",
     "device_prior_placement",
@@ -90,6 +92,31 @@ def consistent_view() -> LogicalView:
 def mirrored_view() -> LogicalView:
     """Data-parallel view: ListNumpy inputs and results, one array per device."""
     return LogicalView("mirrored")
+
+
+def _view_kind() -> str:
+    """The logical view of the job being traced; outside a job, the default."""
+    if is_tracing():
+        config = current_graph().config
+        if config is not None:
+            return config.default_logical_view().kind
+    return "consistent"
+
+
+def consistent_view_enabled() -> bool:
+    """Whether the job being traced uses the consistent view (the default; also outside a
+    job).
+
+    >>> consistent_view_enabled(), mirrored_view_enabled()
+    (True, False)
+    """
+    return _view_kind() == "consistent"
+
+
+def mirrored_view_enabled() -> bool:
+    """Whether the job being traced uses the mirrored view
+    (``function_config.default_logical_view(flow.scope.mirrored_view())``)."""
+    return _view_kind() == "mirrored"
 
 
 @contextlib.contextmanager

@@ -192,3 +192,22 @@ def test_loss_reduction_is_checked():
     with pytest.raises(ValueError, match="L1Loss: inputs must have one shape"):
         _predict(lambda x: flow.nn.L1Loss(x, flow.reshape(x, (3, 2))),
                  np.zeros((2, 3), np.float32))
+
+
+def test_the_view_in_force_and_the_machine_id():
+    flow.clear_default_session()
+    assert flow.scope.consistent_view_enabled() and not flow.scope.mirrored_view_enabled()
+    assert flow.current_machine_id() == 0
+    seen = []
+    for view in (flow.scope.mirrored_view(), flow.scope.consistent_view()):
+        config = flow.function_config()
+        config.default_logical_view(view)
+
+        @flow.global_function(type="predict", function_config=config)
+        def job(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+            seen.append((flow.scope.consistent_view_enabled(),
+                         flow.scope.mirrored_view_enabled()))
+            return x + 1
+        job.compiled_for(flow.session.default_session())
+    assert seen == [(False, True), (True, False)]
+    flow.clear_default_session()
