@@ -28,7 +28,8 @@ import numpy as np
 from . import checkpoint_io
 from .checkpoint_io import CheckpointError, CheckpointWarning
 from .runtime.results import blocking_entry
-from .session import _user_stacklevel, default_session
+from .callsite import user_stacklevel
+from .session import default_session
 
 
 __all__ = [
@@ -184,7 +185,7 @@ class CheckPoint:
             if missing or unexpected:
                 warnings.warn(_mismatch(path, missing, unexpected) + "; loaded the "
                               "variables that match (strict=False)", CheckpointWarning,
-                              stacklevel=_user_stacklevel())
+                              stacklevel=user_stacklevel())
             for name, record in session.variables.items():
                 if name in values:
                     record.assign_host(values[name])

@@ -60,6 +60,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from . import checkpoint_recovery as _recovery
+from .callsite import user_stacklevel
 
 __all__ = [
     "CheckpointError",
@@ -615,7 +616,7 @@ def _tidy(target: str, on_missing: str) -> None:
         warnings.warn(
             f"checkpoint {target!r} was missing: a save that replaced it was interrupted "
             f"between its two renames; restored the previous checkpoint from "
-            f"{tidied.restored_from!r}", CheckpointWarning, stacklevel=4)
+            f"{tidied.restored_from!r}", CheckpointWarning, stacklevel=user_stacklevel())
     if on_missing == "load" and not os.path.lexists(target):
         olds = [p for p in tidied.stuck + tidied.in_use
                 if os.path.basename(p).startswith(f".{os.path.basename(target)}.old-")]
@@ -653,7 +654,8 @@ def _install(tmp: str, target: str, state: str, parent: str, base: str) -> None:
                 except OSError as e:
                     warnings.warn(
                         f"saved checkpoint {target!r}, but could not delete the previous "
-                        f"one moved aside to {old!r}: {e}", CheckpointWarning, stacklevel=3,
+                        f"one moved aside to {old!r}: {e}", CheckpointWarning,
+                        stacklevel=user_stacklevel(),
                     )
             finally:
                 held.release()
@@ -725,7 +727,8 @@ def read_arrays(
         )
         if on_incomplete == "error":
             raise CheckpointError(msg)
-        warnings.warn(msg + "; loading it anyway", CheckpointWarning, stacklevel=2)
+        warnings.warn(msg + "; loading it anyway", CheckpointWarning,
+                      stacklevel=user_stacklevel())
 
     exp: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     for name, spec in (expected or {}).items():

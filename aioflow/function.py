@@ -126,13 +126,14 @@ class JobFunction:
         returns_early = (spec.callback or spec.is_legacy
                          or foreign_async_library() is not None)
         session = session_mod.default_session()
+        private = False
         if returns_early:
             # On a device with a staging ring the copy goes straight into it (a job
             # compiled by an earlier call; the first call copies as the CPU does).
             known = session.compiled.get(id(self))
-            returns_early = known.private_copy if known is not None else True
+            private = known.private_copy if known is not None else True
         # Bind first: a refused call compiles nothing.
-        arrays = self._bind(args, kwargs, private=returns_early)
+        arrays = self._bind(args, kwargs, private=private)
         compiled = self.compiled_for(session)
         if compiled.label_checks:
             compiled.check_inputs(arrays)

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import backends, config, dtypes
+from .callsite import user_stacklevel
 from . import random as _random
 from .runtime.pipeline import Pipeline
 from .runtime.results import blocking_entry
@@ -241,16 +242,4 @@ def warn_once(key: str, message: str, _seen=set()) -> None:  # noqa: B006 - proc
     the user's ``with`` statement, not contextlib.py)."""
     if key not in _seen:
         _seen.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=_user_stacklevel())
-
-
-def _user_stacklevel() -> int:
-    import contextlib
-    import os
-    import sys
-    skipped = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
-               os.path.abspath(contextlib.__file__))
-    frame, level = sys._getframe(2), 2   # 1 is warn_once's caller's callee: warnings.warn
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
-        frame, level = frame.f_back, level + 1
-    return level
+        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())

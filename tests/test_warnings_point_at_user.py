@@ -44,3 +44,12 @@ def test_gpu_placement_without_gpu(monkeypatch):
     w = caught(lambda: on_gpu(np.zeros(2, np.float32)))
     assert w.filename == __file__ and "CPU" in str(w.message)
     flow.clear_default_session()
+
+
+def test_checkpoint_warnings(tmp_path):
+    from aioflow.checkpoint_io import read_arrays, save_arrays
+    root = tmp_path / "ckpt"
+    save_arrays(str(root), {"w": np.ones(2, np.float32)})
+    (root / "snapshot_done").unlink()       # an unfinished save: loads with a warning
+    w = caught(lambda: read_arrays(str(root)))
+    assert w.filename == __file__ and "snapshot_done" in str(w.message)

@@ -21,6 +21,7 @@ import threading
 import warnings
 from concurrent.futures import Future
 
+from ..callsite import outside_aioflow
 from ..signature import rebuild_result
 from .pipeline import on_runtime_thread
 
@@ -269,9 +270,7 @@ class JobCall(collections.abc.Coroutine):
         self._coro = coro
         self._job_name = job_name
         self._taken = False    # awaited, or driven by a Task: its step will be submitted
-        frame = sys._getframe(3)   # JobFunction.__call__ <- the user's line
-        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            frame = frame.f_back
+        frame, _ = outside_aioflow(sys._getframe(1))   # the user's line of the call
         self._where = (frame.f_code.co_filename, frame.f_lineno) if frame else None
 
     # -- the coroutine protocol: all delegated ---------------------------------------------
@@ -338,5 +337,3 @@ class JobCall(collections.abc.Coroutine):
             f"step never ran: write `await {self._job_name}(...)`",
             RuntimeWarning, filename, lineno)
 
-
-_PACKAGE_DIR = __file__.rsplit("/runtime/", 1)[0]
