@@ -1,5 +1,5 @@
 # lenet_train.py: the seed document's "Get single result synchronously" script, with only
-# the imports changed from oneflow to aioflow. Needs mnist.npz (see README: Data).
+# the imports changed from oneflow to aioflow (offline, load_mnist serves bundled digits).
 import aioflow as flow
 import aioflow.typing as tp
 

@@ -1,5 +1,5 @@
 # async_single_job.py: the seed document's "Get single result asynchronously" script,
-# with only the imports changed. Needs mnist.npz (see README: Data).
+# with only the imports changed (offline, load_mnist serves bundled digits).
 import aioflow as flow
 import aioflow.typing as tp
 
