@@ -22,6 +22,7 @@ import numpy as np
 
 import aioflow as flow
 import aioflow.typing as tp
+from heartbeat import heartbeat
 from models import BATCH, flow_jobs, torch_model, torch_train_step
 
 
@@ -76,17 +77,9 @@ def worst_heartbeat_gap(job, x, y, steps: int) -> float:
     time, so the form ratios above are measured without it)."""
     gaps = []
 
-    async def heartbeat(stop):
-        last = time.perf_counter()
-        while not stop.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
     async def main():
         stop = asyncio.Event()
-        beat = asyncio.create_task(heartbeat(stop))
+        beat = asyncio.create_task(heartbeat(stop, gaps))
         for _ in range(steps):
             await job(x, y)
         stop.set()

@@ -30,6 +30,7 @@ import aioflow.typing as tp
 from aioflow import backends
 from aioflow.session import default_session
 from aioflow.testing import simulated_gpu
+from heartbeat import heartbeat
 from models import BATCH, lenet, mlp, torch_model
 
 
@@ -66,15 +67,7 @@ async def _epoch(model: str, depth: int, data, device: str, args):
     if device == "gpu":
         gpu.timings = []
     gaps, stop = [], asyncio.Event()
-
-    async def heartbeat():
-        last = time.perf_counter()
-        while not stop.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-    beat = asyncio.create_task(heartbeat())
+    beat = asyncio.create_task(heartbeat(stop, gaps))
     loader = flow.data.Loader((images, labels), batch_size=BATCH, shuffle=False)
     start = time.perf_counter()
     pending = set()
