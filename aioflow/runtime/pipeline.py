@@ -86,10 +86,16 @@ class Admission:
     def _room(self, limit: int | None) -> bool:
         return self.in_use < (self.depth if limit is None else min(self.depth, limit))
 
+    def _take(self, limit: int | None) -> bool:
+        """Take a place if there is room and nobody waits ahead (lock held)."""
+        if self._room(limit) and not self._waiters:
+            self.in_use += 1
+            return True
+        return False
+
     def _try_or_enqueue(self, limit: int | None) -> Future | None:
         with self._lock:
-            if self._room(limit) and not self._waiters:
-                self.in_use += 1
+            if self._take(limit):
                 return None
             waiter: Future = Future()
             self._waiters.append((waiter, limit))
@@ -105,10 +111,7 @@ class Admission:
 
     def try_acquire(self, limit: int | None = None) -> bool:
         with self._lock:
-            if self._room(limit) and not self._waiters:
-                self.in_use += 1
-                return True
-            return False
+            return self._take(limit)
 
     def acquire(self, limit: int | None = None) -> None:
         waiter = self._try_or_enqueue(limit)
