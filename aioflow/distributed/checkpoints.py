@@ -28,6 +28,18 @@ def _outcomes(ok: bool, error: BaseException | None, what: str) -> None:
         raise RuntimeError(f"{what} failed on rank(s) {[r for r, _ in failed]}: {details}")
 
 
+def _reported(fn, what: str, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its outcome shared with every rank (an error raises on
+    each)."""
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as exc:
+        _outcomes(False, exc, what)
+        raise
+    _outcomes(True, None, what)
+    return result
+
+
 def _rank0_writes(fn, what: str):
     @functools.wraps(fn)
     def save(*args, **kwargs):
@@ -36,13 +48,7 @@ def _rank0_writes(fn, what: str):
         from ..checkpoint import _ready_session
         _ready_session()
         if world().rank == 0:
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as exc:
-                _outcomes(False, exc, what)
-                raise
-            _outcomes(True, None, what)
-            return result
+            return _reported(fn, what, *args, **kwargs)
         _outcomes(True, None, what)
         return None
     return save
@@ -51,13 +57,7 @@ def _rank0_writes(fn, what: str):
 def _every_rank_reads(fn, what: str):
     @functools.wraps(fn)
     def load(*args, **kwargs):
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:
-            _outcomes(False, exc, what)
-            raise
-        _outcomes(True, None, what)
-        return result
+        return _reported(fn, what, *args, **kwargs)
     return load
 
 
