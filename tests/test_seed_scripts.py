@@ -8,6 +8,12 @@ the 10,000 real MNIST digits bundled with aioflow (9,000 train / 1,000 test) and
 touches the network. The accuracies asserted are what these recipes reach on 9,000
 training digits (the seed text's 97.6% was measured on MNIST's 60,000); the bounds sit
 a few points below the figures seen, so that they catch a broken model or data, not noise.
+
+Each script runs after ``flow.random.seed(0)`` (the scripts themselves unchanged): one
+epoch of plain SGD at lr 0.1 from a random start is itself noisy; unseeded, the Chinese
+LeNet reached 92.6-94.7% in 28 of 29 runs but 79.9% in one (a CI run). Seeded, a run
+repeats on one machine; another CPU's BLAS may round differently and take another path,
+which is why the bounds still leave room.
 """
 import os
 import subprocess
@@ -33,11 +39,14 @@ def workdir(tmp_path):
     return tmp_path
 
 
+SEEDED = "import aioflow as flow\nflow.random.seed(0)\n"
+
+
 def run(script, cwd, prelude=""):
     env = {k: v for k, v in os.environ.items() if k != "AIOFLOW_DATA_DIR"}
     env.update(AIOFLOW_OFFLINE="1", XDG_CACHE_HOME=str(cwd / "cache"), AIOFLOW_DEVICE="cpu",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLES)]), PYTHONWARNINGS="default")
-    code = (f"import runpy, sys\n{prelude}\n"
+    code = (f"import runpy, sys\n{SEEDED}{prelude}\n"
             f"sys.argv = [{str(script_path(script))!r}]\n"
             f"runpy.run_path({str(script_path(script))!r}, run_name='__main__')\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
@@ -98,8 +107,9 @@ def test_chinese_lenet_train_then_eval(workdir):
     lines = run("cn_lenet_train.py", workdir)
     found = losses(lines)
     assert len(found) == 5 and found[-1] < found[0]
-    # the script evaluates on the training digits, with the model of one epoch: seen 94.3%
-    assert accuracy(run("cn_lenet_eval.py", workdir)) > 90.0
+    # the script evaluates on the training digits, with the model of one epoch: seen
+    # 92.6-94.7% (seed 0: 92.9%); 85 leaves room for another BLAS's path (module docstring)
+    assert accuracy(run("cn_lenet_eval.py", workdir)) > 85.0
 
 
 def test_chinese_mlp_callback_train_then_eval(workdir):
