@@ -11,7 +11,7 @@ a few points below the figures seen, so that they catch a broken model or data, 
 
 Each script runs after ``flow.random.seed(0)`` (the scripts themselves unchanged): one
 epoch of plain SGD at lr 0.1 from a random start is itself noisy; unseeded, the Chinese
-LeNet reached 92.6-94.7% in 28 of 29 runs but 79.9% in one (a CI run). Seeded, a run
+LeNet reached 86.3-94.8% over seeds 0-19 and, unseeded, 79.9% in a CI run. Seeded, a run
 repeats on one machine; another CPU's BLAS may round differently and take another path,
 which is why the bounds still leave room.
 """
@@ -108,8 +108,9 @@ def test_chinese_lenet_train_then_eval(workdir):
     found = losses(lines)
     assert len(found) == 5 and found[-1] < found[0]
     # the script evaluates on the training digits, with the model of one epoch: seen
-    # 92.6-94.7% (seed 0: 92.9%); 85 leaves room for another BLAS's path (module docstring)
-    assert accuracy(run("cn_lenet_eval.py", workdir)) > 85.0
+    # 79.9-94.8% over 30 runs (seeds 0-19: 86.3-94.8%, seed 0 92.9%); another BLAS may take
+    # another path (module docstring), so the bound only separates "learned" from "broken"
+    assert accuracy(run("cn_lenet_eval.py", workdir)) > 75.0
 
 
 def test_chinese_mlp_callback_train_then_eval(workdir):
