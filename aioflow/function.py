@@ -36,7 +36,7 @@ from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime import malloc
 from .runtime.device import InFlight, submit_step
-from .runtime.results import foreign_async_library
+from .runtime.results import foreign_async_library, running_loop
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
 _JOB_TYPES = ("train", "predict")
@@ -123,21 +123,26 @@ class JobFunction:
         # Arguments are copied where the call returns before its step has read them, so
         # the caller may reuse its buffers at once. An awaited call copies later, and only
         # if its step is queued rather than run on the loop (runtime/calls.py).
-        returns_early = (spec.callback or spec.is_legacy
-                         or foreign_async_library() is not None)
+        foreign = foreign_async_library() is not None
+        returns_early = spec.callback or spec.is_legacy or foreign
         session = session_mod.default_session()
         private = False
         if returns_early:
             # On a device with a staging ring the copy goes straight into it (a job
-            # compiled by an earlier call; the first call copies as the CPU does).
+            # compiled by an earlier call; the first call copies as the CPU does). A short
+            # Callback step from plain code runs in this thread before the call returns
+            # (flow.config.inline_callback_ms): copied only if it is queued after all.
             known = session.compiled.get(id(self))
-            private = known.private_copy if known is not None else True
+            if known is None:
+                private = True
+            elif not (known.fits_inline and not foreign and running_loop() is None):
+                private = known.private_copy
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
         compiled = self.compiled_for(session)
         if compiled.label_checks:
             compiled.check_inputs(arrays)
-        return call_job(self, compiled, arrays)
+        return call_job(self, compiled, arrays, copied=bool(private))
 
     def _bind(self, args, kwargs, private: bool = True) -> list:
         params = self.parameters
@@ -252,7 +257,16 @@ class CompiledJob:
         """Whether an awaited step may run on the caller's event loop (when nothing else is
         in flight): a tiny plan, or steps that lately took at most
         ``flow.config.await_on_loop_ms``."""
-        budget_ms = config.get("await_on_loop_ms")
+        return self._short_enough(config.get("await_on_loop_ms"))
+
+    @property
+    def fits_inline(self) -> bool:
+        """Whether a Callback (or old-API) call's step from plain code runs in the calling
+        thread once the steps before it finished: a tiny plan, or steps that lately took at
+        most ``flow.config.inline_callback_ms``."""
+        return self._short_enough(config.get("inline_callback_ms"))
+
+    def _short_enough(self, budget_ms: float) -> bool:
         if not (self._loop_capable and budget_ms > 0):
             return False
         return self._tiny or (self.step_seconds is not None

@@ -9,8 +9,12 @@ from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
                       in_worker_thread, invoke, running_loop)
 
 
-def call_job(job, compiled, arrays):
-    """Submit one step of ``compiled`` with validated ``arrays``; see results.py's table."""
+def call_job(job, compiled, arrays, copied: bool = False):
+    """Submit one step of ``compiled`` with validated ``arrays``; see results.py's table.
+
+    ``copied``: the arrays are private copies already (a Callback call that returns before
+    its step read them); else a Callback step from plain code runs here if it is short
+    (``CompiledJob.fits_inline``), or gets copies before it is queued."""
     pipeline = compiled.session.pipeline
     spec = job.return_spec
     loop = running_loop()
@@ -38,8 +42,11 @@ def call_job(job, compiled, arrays):
         admitted = pipeline.admit_and_enqueue_soon(loop, step)
         return CallbackRegistrar(job.__name__, slot, admitted)
     check_may_block(f"calling job {job.__name__}")
-    pipeline.admission.acquire(compiled.depth_limit)
-    pipeline.enqueue(step)
+    if copied or not pipeline.run_step_inline(step):
+        if not copied:
+            step.arrays = [compiled.private_copy(a) for a in arrays]
+        pipeline.admission.acquire(compiled.depth_limit)
+        pipeline.enqueue(step)
     if spec.callback:
         return CallbackRegistrar(job.__name__, slot)
     return LegacyResult(step.future, compiled, job.__name__, slot)

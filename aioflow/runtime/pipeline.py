@@ -80,6 +80,9 @@ class Admission:
     def __init__(self, depth: int):
         self.depth = depth
         self.in_use = 0
+        # Places kept by finished steps until their callbacks ran (Pipeline._complete):
+        # no step is admitted and unfinished when in_use == held.
+        self.held = 0
         self._lock = threading.Lock()
         self._waiters: collections.deque[tuple[Future, int | None]] = collections.deque()
 
@@ -102,12 +105,23 @@ class Admission:
             return waiter
 
     def try_acquire_idle(self) -> bool:
-        """Take a place only if no other step is admitted or waiting (an idle pipeline)."""
+        """Take a place only if no other step is admitted (beyond finished ones whose
+        callbacks wait to run) or waiting, and there is room: an idle pipeline."""
         with self._lock:
-            if self.in_use == 0 and not self._waiters:
-                self.in_use = 1
+            if self.in_use == self.held and self._room(None) and not self._waiters:
+                self.in_use += 1
                 return True
             return False
+
+    def hold(self) -> None:
+        """A finished step keeps its place until its callback ran (``release_hold``)."""
+        with self._lock:
+            self.held += 1
+
+    def release_hold(self) -> None:
+        with self._lock:
+            self.held -= 1
+        self.release()
 
     def try_acquire(self, limit: int | None = None) -> bool:
         with self._lock:
@@ -182,6 +196,13 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._admitting: set = set()  # tasks waiting for admission (keep them referenced)
+        # Steps enqueued and not finished, and thunks queued for the delivery thread and
+        # not run: what a Callback step run in the calling thread waits for
+        # (run_step_inline).
+        self._unfinished = 0
+        self._steps_finished = threading.Condition(threading.Lock())
+        self._undelivered = 0
+        self._delivered = threading.Condition(threading.Lock())
         self._on_loops: dict = {}  # deliveries scheduled on callers' event loops
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -234,7 +255,15 @@ class Pipeline:
             raise RuntimeError("the aioflow runtime is shut down (interpreter exit)")
         self._start()
         self._begin()
+        with self._steps_finished:
+            self._unfinished += 1
         self._compute_queue.put(step)
+
+    def _step_finished(self) -> None:
+        with self._steps_finished:
+            self._unfinished -= 1
+            if not self._unfinished:
+                self._steps_finished.notify_all()
 
     def run_inline(self, compiled, arrays, on_loop: bool = False):
         """Run a blocking call's step in the calling thread if the pipeline is idle.
@@ -273,6 +302,39 @@ class Pipeline:
         finally:
             lock.release()
 
+    def run_step_inline(self, step: Step) -> bool:
+        """Run a Callback (or old-API) call's step in the calling thread, after the steps
+        before it finished; its future then holds the outputs (or the error) and its
+        callback is delivered as usual. Returns False if it must be queued after all
+        (another thread's step got in first, or a SIGINT handler of yours is installed).
+
+        Only for short steps (``CompiledJob.fits_inline``): waiting for the steps ahead
+        costs at most about one step, and running here spares the step the cores that a
+        caller preparing the next call takes from it on the compute thread. Before it
+        runs, fewer than ``depth`` callbacks may wait for the delivery thread: the bound
+        a queued step keeps by holding its place until its callback ran.
+        """
+        compiled = step.compiled
+        with self._steps_finished:
+            while self._unfinished:
+                self._steps_finished.wait()
+        limit = self.admission.depth if compiled.depth_limit is None else min(
+            self.admission.depth, compiled.depth_limit)
+        with self._delivered:
+            while self._undelivered >= limit:
+                self._delivered.wait()
+        try:
+            outputs = self.run_inline(compiled, step.arrays)
+        except Exception as exc:    # the step failed: reported as a queued step's would be
+            step.arrays = None
+            step.future.set_exception(_naming_the_step(exc, step))
+            return True
+        if outputs is NOT_RUN:
+            return False
+        step.arrays = None
+        step.future.set_result(outputs)
+        return True
+
     def admit_and_enqueue_soon(self, loop, step: Step):
         """From a thread running ``loop``: admit without blocking it, then enqueue.
 
@@ -295,6 +357,8 @@ class Pipeline:
         """Run ``thunk()`` on the delivery thread, after earlier deliveries."""
         self._start()
         self._begin()
+        with self._delivered:
+            self._undelivered += 1
         self._delivery_queue.put(thunk)
 
     def deliver_on_loop(self, loop, thunk) -> None:
@@ -378,7 +442,9 @@ class Pipeline:
         # A step whose callback is registered keeps its place until the callback ran
         # (the delivery calls release_held).
         step.held = step.slot is not None and step.slot.has_callback
-        if not step.held:
+        if step.held:
+            self.admission.hold()
+        else:
             self.admission.release()
         try:
             if error is None:
@@ -386,18 +452,22 @@ class Pipeline:
             else:
                 step.future.set_exception(_naming_the_step(error, step))
         finally:
+            # After the future's callbacks queued this step's delivery: a step run in a
+            # caller's thread next (run_step_inline) delivers after it.
+            self._step_finished()
             self._end()
 
     def release_held(self, step: Step) -> None:
         """After a held step's callback ran: give its place in the pipeline back."""
         if step.held:
             step.held = False
-            self.admission.release()
+            self.admission.release_hold()
 
     def _retire(self, step: Step) -> None:
         """A step withdrawn before it started: it gives back its place, never runs."""
         step.arrays = None
         self.admission.release()
+        self._step_finished()
         self._end()
 
     def _deliver_loop(self, role: str) -> None:
@@ -411,6 +481,9 @@ class Pipeline:
             except BaseException as exc:  # a failing delivery must not stop the others
                 self.session.report_error(exc, "a callback")
             finally:
+                with self._delivered:
+                    self._undelivered -= 1
+                    self._delivered.notify_all()
                 self._end()
 
     # -- waiting -------------------------------------------------------------------------
