@@ -8,7 +8,8 @@ second-order gradient comes from the parts).
 >>> @flow.global_function(type="predict")
 ... def job(y: tp.Numpy.Placeholder((2,)), dy: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
 ...     return flow.math.sigmoid_grad(y, dy)
->>> job(np.array([0.5, 0.9], np.float32), np.array([1.0, 2.0], np.float32)).round(3).tolist()
+>>> y, dy = np.array([0.5, 0.9], np.float32), np.array([1.0, 2.0], np.float32)
+>>> np.round(job(y, dy).astype(np.float64), 3).tolist()
 [0.25, 0.18]
 """
 from __future__ import annotations
