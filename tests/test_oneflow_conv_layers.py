@@ -8,20 +8,9 @@ import aioflow as flow
 import aioflow.typing as tp
 
 from tests.ops.oneflow_conv_cases import conv_ref, instance_norm_ref
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
-def _predict(body, x):
-    @flow.global_function(type="predict")
-    def job(x: tp.Numpy.Placeholder(x.shape, dtype=flow.float32)) -> tp.Numpy:
-        return body(x)
-    return job(x)
+# The session fixture (autouse) and the one-placeholder predict job of the other issue-18
+# names' tests.
+from tests.test_oneflow_api_ops import _predict, fresh_session  # noqa: F401
 
 
 @pytest.mark.parametrize("data_format", ["NCDHW", "NDHWC"])
