@@ -88,9 +88,9 @@ def _to_channels_first(x):
     return transpose(x, perm=[0, x.ndim - 1] + list(range(1, x.ndim - 1)))
 
 
-def _to_channels_last(x):
+def _to_channels_last(x, name=None):
     from .ops_api import transpose
-    return transpose(x, perm=[0] + list(range(2, x.ndim)) + [1])
+    return transpose(x, perm=[0] + list(range(2, x.ndim)) + [1], name=name)
 
 
 def conv3d(input, filters, strides, padding, data_format="NCDHW", dilations=None,  # noqa: A002
@@ -269,8 +269,8 @@ def torch_conv2d_transpose(value=None, filter=None, output_padding=None, strides
     return _transposed_conv(x, w, strides, dilations, before, out_hw, last, name)
 
 
-def compat_conv2d(input, filters, strides, padding, data_format="NCHW", dilations=None,  # noqa: A002
-                  groups=1, name=None):
+def compat_conv2d(input, filters, strides, padding,  # noqa: A002 - OneFlow's names
+                  data_format="NCHW", dilations=None, groups=1, name=None):
     """``flow.nn.conv2d`` with TensorFlow's "SAME": an odd total padding puts the extra
     element after (OneFlow's ``"SAME_UPPER"``)."""
     from .nn import conv2d

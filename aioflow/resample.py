@@ -71,8 +71,12 @@ def upsample_2d(x, size=(2, 2), data_format="NCHW", interpolation="nearest",
     h, w = nchw.shape[2:]
     rows = constant(interpolation_matrix(h, scales[0], interpolation), dtype=x.dtype)
     cols = constant(interpolation_matrix(w, scales[1], interpolation), dtype=x.dtype)
-    y = matmul(matmul(rows, nchw), cols, transpose_b=True)
-    return _to_channels_last(y) if fmt == "NHWC" else y
+    # OneFlow names its one op ``name``; here the last of the parts is named so, when the
+    # default name is not used (it would repeat for every unnamed call).
+    last_name = None if name == "Upsample2D" else name
+    y = matmul(matmul(rows, nchw), cols, transpose_b=True,
+               name=None if fmt == "NHWC" else last_name)
+    return _to_channels_last(y, name=last_name) if fmt == "NHWC" else y
 
 
 def reflection_pad2d(x, padding, name=None):
