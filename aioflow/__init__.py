@@ -33,6 +33,7 @@ from .array_ops import (argsort, broadcast_like, constant_scalar, dim_gather, el
 from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expand_dims,
                       flatten, identity, matmul, ones_like, reshape, reshape_like, slice,
                       squeeze, transpose, where, zeros_like)
+from .resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec

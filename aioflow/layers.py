@@ -229,3 +229,11 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
     if activation is not None:
         out = activation(out)
     return out
+
+
+from .layers_more import (batch_normalization_add_relu, batch_normalization_relu,  # noqa: E402,F401
+                          conv3d, layer_norm_grad, layer_norm_param_grad)
+from .resample import upsample_2d  # noqa: E402,F401
+
+__all__ += ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
+            "layer_norm_grad", "layer_norm_param_grad", "upsample_2d"]

@@ -363,3 +363,7 @@ def in_top_k(targets, predictions, k, name=None):
 
 import builtins as _builtins  # noqa: E402
 builtins_slice = _builtins.slice
+
+from .math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
+
+__all__ += ["gelu_grad", "sigmoid_grad"]

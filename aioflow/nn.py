@@ -462,3 +462,12 @@ from .loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # n
 
 __all__ += ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
             "MarginRankingLoss", "TripletMarginLoss"]
+
+from .nn_conv import (PixelShuffle, PixelShufflev2, avg_pool3d, compat_conv2d,  # noqa: E402,F401
+                      conv2d_transpose, conv3d, max_pool3d, random_mask_like,
+                      torch_conv2d_transpose)
+from .nn_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: E402,F401
+
+__all__ += ["conv3d", "max_pool3d", "avg_pool3d", "conv2d_transpose", "torch_conv2d_transpose",
+            "compat_conv2d", "PixelShuffle", "PixelShufflev2", "random_mask_like", "GroupNorm",
+            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]

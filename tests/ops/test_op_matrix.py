@@ -629,9 +629,11 @@ for _kind, _fn in [("max", flow.nn.max_pool2d), ("avg", flow.nn.avg_pool2d)]:
 
 # OneFlow v0.3.4's further names (issue 18): their rows live in oneflow_cases.py.
 from .oneflow_cases import add_cases, add_loss_cases  # noqa: E402
+from .oneflow_conv_cases import add_conv_cases  # noqa: E402
 
 add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 add_loss_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+add_conv_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
