@@ -36,7 +36,7 @@ from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expa
 from .runtime.results import blocking
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
-from .model_summary import summary
+from . import summary   # callable: flow.summary(job) is model_summary.summary
 from .variables import get_variable
 from .watch import watch, watch_diff
 from .env import current_machine_id
