@@ -7,6 +7,7 @@ file as they come (buffered by the file object; ``flush_summary_writer`` writes 
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import threading
@@ -110,3 +111,6 @@ def close() -> None:
         writer, _writer = _writer, None
     if writer is not None:
         writer.close()
+
+
+atexit.register(close)   # the last buffered events reach the file at interpreter exit
