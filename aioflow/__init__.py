@@ -37,7 +37,7 @@ from .resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
-from .model_summary import summary
+from . import summary   # callable: flow.summary(job) is model_summary.summary
 from .variables import get_variable
 from .watch import watch, watch_diff
 from .env import current_machine_id

@@ -30,6 +30,7 @@ from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
 from .compiler import compile as compile_graph
 from .compiler.compile import DEFAULT_OPTIONS
+from .data import job_feeds
 from .function_config import FunctionConfig
 from .inputs import convert_argument
 from .ir import Graph, tracing
@@ -190,6 +191,8 @@ class CompiledJob:
         # job's own (runtime/results.py ``deliver_result`` hands them their values).
         self.watch_handlers = ([h for kind, _, h in graph.watches if kind == "value"]
                                + [h for kind, _, h in graph.watches if kind == "diff"])
+        # flow.data readers: hidden placeholders filled by loaders at each call (runtime/calls.py)
+        self.feeds = job_feeds.for_graph(graph)
         self.context = session.context_for(self.backend)
         self.variable_names = tuple(graph.variable_blobs)
         self._placement_version = -1
@@ -245,6 +248,11 @@ class CompiledJob:
                         f"{self.job.__name__}: argument {name!r} holds the labels of "
                         "sparse_softmax_cross_entropy_with_logits: labels must lie in "
                         f"[0, {classes}), got values from {low} to {high}")
+
+    def close(self) -> None:
+        """Stop the job's data loaders (the session is going away)."""
+        if self.feeds is not None:
+            self.feeds.close()
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has
@@ -307,7 +315,9 @@ def _compile_options() -> dict:
 def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:
     """(input index, classes, placeholder name) of each sparse cross entropy fed labels
     straight from a placeholder."""
-    index_of = {blob.id: i for i, blob in enumerate(graph.placeholders)}
+    # A reader's blobs come after the parameters and are not in a call's arguments.
+    fed = job_feeds.fed_blob_ids(graph)
+    index_of = {blob.id: i for i, blob in enumerate(graph.placeholders) if blob.id not in fed}
     checks = []
     for node in graph.nodes:
         if node.op.name == "sparse_softmax_cross_entropy":

@@ -150,8 +150,12 @@ class Session:
 
     # -- jobs ----------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> bool:
-        """Drain and stop the pipeline (interpreter exit, clear_default_session)."""
-        return self._pipeline.close(timeout) if self._pipeline is not None else True
+        """Drain and stop the pipeline (interpreter exit, clear_default_session), then
+        the compiled jobs' data loaders."""
+        drained = self._pipeline.close(timeout) if self._pipeline is not None else True
+        for compiled in list(self.compiled.values()):
+            compiled.close()
+        return drained
 
     def register_job(self, job) -> None:
         if all(j is not job for j in self.jobs):

@@ -1,14 +1,25 @@
-"""Datasets (MNIST with download + cache + checksum, bundled handwritten digits) and
-the prefetching ``Loader``."""
+"""Datasets (MNIST with download + cache + checksum, bundled handwritten digits), the
+prefetching ``Loader``, and OneFlow's OFRecord data sets read inside jobs
+(``ofrecord_reader`` and its decoders; ``aioflow.data.ofrecord`` writes them)."""
 
+from . import ofrecord
 from ._download import DatasetUnavailableError
 from .digits import load_digits
 from .loader import Loader
 from .mnist import load_mnist
+from .ofrecord_legacy import (BlobConf, BytesListCodec, ImageCodec, ImagePreprocessor,
+                              ImageResizePreprocessor, NormByChannelPreprocessor, RawCodec,
+                              decode_ofrecord, decode_random)
+from .ofrecord_reader import (OFRecordBytesDecoder, OFRecordImageDecoder, OFRecordRawDecoder,
+                              ofrecord_bytes_decoder, ofrecord_image_classification_reader,
+                              ofrecord_image_decoder, ofrecord_loader, ofrecord_raw_decoder,
+                              ofrecord_reader)
 
 __all__ = [
-    "DatasetUnavailableError",
-    "Loader",
-    "load_digits",
-    "load_mnist",
+    "BlobConf", "BytesListCodec", "DatasetUnavailableError", "ImageCodec",
+    "ImagePreprocessor", "ImageResizePreprocessor", "Loader", "NormByChannelPreprocessor",
+    "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordRawDecoder", "RawCodec",
+    "decode_ofrecord", "decode_random", "load_digits", "load_mnist", "ofrecord",
+    "ofrecord_bytes_decoder", "ofrecord_image_classification_reader",
+    "ofrecord_image_decoder", "ofrecord_loader", "ofrecord_raw_decoder", "ofrecord_reader",
 ]

@@ -25,6 +25,7 @@ def call_job(job, compiled, arrays, copied: bool = False):
         if foreign_async_library() is not None:  # a trio task: the blocking call, awaited
             return in_worker_thread(call_job, job, compiled, arrays)
         check_may_block(f"calling job {job.__name__}")
+        arrays = _with_feeds(compiled, arrays)
         outputs = pipeline.run_inline(compiled, arrays)
         if outputs is NOT_RUN:  # another step is in flight: queue behind it
             pipeline.admission.acquire(compiled.depth_limit)
@@ -33,6 +34,7 @@ def call_job(job, compiled, arrays, copied: bool = False):
             outputs = step.future.result()
         return deliver_result(compiled, outputs)
 
+    arrays = _with_feeds(compiled, arrays)
     step = pipeline.new_step(compiled, arrays)
     slot = CallbackSlot(_delivery(pipeline, loop, compiled, job.__name__, step))
     if loop is None:
@@ -52,6 +54,13 @@ def call_job(job, compiled, arrays, copied: bool = False):
     return LegacyResult(step.future, compiled, job.__name__, slot)
 
 
+def _with_feeds(compiled, arrays) -> list:
+    """The call's arguments and the next batch of the job's own readers (flow.data), which
+    fill the placeholders after the parameters. In the callback form inside an event loop
+    this waits on the loop when the loader has no batch ready (it prefetches two)."""
+    return arrays if compiled.feeds is None else arrays + compiled.feeds.next()
+
+
 def _delivery(pipeline, loop, compiled, job_name, step):
     """Where callbacks of this call run: the caller's loop, or the delivery thread."""
     def deliver(slot, callback, future) -> None:
@@ -69,6 +78,8 @@ def _delivery(pipeline, loop, compiled, job_name, step):
 
 
 async def _await_value(pipeline, compiled, arrays, spec):
+    if compiled.feeds is not None:   # waits for the readers' batch off the loop
+        arrays = arrays + await compiled.feeds.next_async()
     if compiled.fits_on_loop:
         # A tiny or lately short step (CompiledJob.fits_on_loop) runs right here on the
         # loop, in order: only when no other step is admitted or running (else it queues

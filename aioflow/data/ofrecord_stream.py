@@ -1,0 +1,85 @@
+"""The records an ``ofrecord_reader`` hands out, batch after batch, as OneFlow's reader
+did (``user/data/ofrecord_dataset.h`` and its shuffle and batch stages):
+
+* the part files are read in order, record after record, and again from the first when
+  the last ends: the stream never ends, epochs follow each other;
+* ``shuffle_after_epoch``: from the second epoch on, each epoch reads the part files in a
+  new random order;
+* ``random_shuffle``: records pass through a buffer of ``shuffle_buffer_size``; each
+  record handed out is drawn at random from it and its place refilled from the files;
+* ``batch_size`` consecutive records (after shuffling) make a batch.
+
+Randomness comes from ``seed`` (aioflow's addition), else from ``flow.random.seed(n)``
+when it was called, else from fresh entropy.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Iterator
+
+import numpy as np
+
+from .. import random as _random
+from .ofrecord import parse_record, read_records
+
+
+class RecordStream:
+    """Endless batches (lists of parsed OFRecord messages) from ``paths``."""
+
+    def __init__(self, paths, batch_size: int, random_shuffle: bool = False,
+                 shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False,
+                 seed=None, what: str = "flow.data.ofrecord_reader"):
+        _positive(what, "batch_size", batch_size)
+        _positive(what, "shuffle_buffer_size", shuffle_buffer_size)
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            raise FileNotFoundError(
+                f"{what}: no part file {missing[0]} ({len(missing)} of {len(paths)} missing; "
+                "check ofrecord_dir, data_part_num, part_name_prefix and "
+                "part_name_suffix_length)")
+        if not any(os.path.getsize(p) for p in paths):
+            raise ValueError(f"{what}: the part files {paths} hold no records")
+        self.paths = list(paths)
+        self.batch_size = batch_size
+        self.random_shuffle = bool(random_shuffle)
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.shuffle_after_epoch = bool(shuffle_after_epoch)
+        self.seed = _random.loader_seed() if seed is None else seed
+
+    def first_record(self):
+        """The first record of the first part file (trace-time shape inference)."""
+        for path in self.paths:
+            for data in read_records(path):
+                return parse_record(data)
+        raise ValueError(f"the part files {self.paths} hold no records")
+
+    def batches(self) -> Iterator[list]:
+        rng = np.random.default_rng(self.seed)
+        records = self._records(rng)
+        if self.random_shuffle:
+            records = _buffer_shuffle(records, self.shuffle_buffer_size, rng)
+        while True:
+            batch = list(itertools.islice(records, self.batch_size))
+            yield [parse_record(data) for data in batch]
+
+    def _records(self, rng) -> Iterator[bytes]:
+        order = list(self.paths)
+        for epoch in itertools.count():
+            if self.shuffle_after_epoch and epoch > 0:
+                order = [order[i] for i in rng.permutation(len(order))]
+            for path in order:
+                yield from read_records(path)
+
+
+def _buffer_shuffle(records: Iterator[bytes], size: int, rng) -> Iterator[bytes]:
+    buffer = list(itertools.islice(records, size))
+    for record in records:
+        index = int(rng.integers(len(buffer)))
+        yield buffer[index]
+        buffer[index] = record
+
+
+def _positive(what: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what}: {name} must be a positive int, got {value!r}")
