@@ -229,3 +229,8 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
     if activation is not None:
         out = activation(out)
     return out
+
+
+from .ordinal_encoder import categorical_ordinal_encoder  # noqa: E402
+
+__all__ += ["categorical_ordinal_encoder"]

@@ -363,3 +363,13 @@ def in_top_k(targets, predictions, k, name=None):
 
 import builtins as _builtins  # noqa: E402
 builtins_slice = _builtins.slice
+
+# OneFlow v0.3.4's further math names (issue 18): defined in math_more and scatter_api.
+from .math_more import (broadcast_to_compatible_with, lgamma,  # noqa: E402
+                        reduced_shape_elem_cnt, two_stage_reduce_max, two_stage_reduce_min)
+from .scatter_api import (unsorted_batch_segment_sum, unsorted_segment_sum,  # noqa: E402
+                          unsorted_segment_sum_like)
+
+__all__ += ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min", "reduced_shape_elem_cnt",
+            "broadcast_to_compatible_with", "unsorted_segment_sum", "unsorted_segment_sum_like",
+            "unsorted_batch_segment_sum"]

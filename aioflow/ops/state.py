@@ -185,3 +185,10 @@ def assign_moving_average(ctx, target, value, *flag, momentum):
         target *= t(momentum)
         target += value * t(1 - momentum)
     _guarded(ctx, flag, [target], update)
+
+
+@_update("assign")
+def assign(ctx, ref, value):
+    """``ref`` (a variable's own array) takes ``value``: flow.assign, and the state that
+    ops such as the ordinal encoder and the quantization observers carry across steps."""
+    ctx.xp.copyto(ref, value)
