@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .ir import Blob
 from .ops import state as _state
+from .ops_api import _require_blob
 
 __all__ = ["assign", "system_assign", "variable_name"]
 
@@ -35,8 +36,7 @@ def variable_name(ref, op_name: str) -> str:
 
 def _assign(ref, value, op_name: str, name=None) -> None:
     variable_name(ref, op_name)
-    if not isinstance(value, Blob):
-        raise TypeError(f"{op_name}: value must be a Blob, got {type(value).__name__}")
+    _require_blob(value, op_name, "value")
     if value.shape != ref.shape or value.dtype is not ref.dtype:
         raise ValueError(f"{op_name}: value ({value.dtype.name}{list(value.shape)}) must "
                          f"match the variable ({ref.dtype.name}{list(ref.shape)})")

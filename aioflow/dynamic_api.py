@@ -16,17 +16,13 @@ from __future__ import annotations
 
 from . import dtypes
 from .dynamic_shapes import mark, size_of
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import dynamic as _dyn
 from .ops import elementwise as _ew
 
 __all__ = ["argwhere", "nonzero", "sync_dynamic_resize", "cast_to_static_shape",
            "dynamic_reshape"]
 
-
-def _require_blob(value, op_name, arg):
-    if not isinstance(value, Blob):
-        raise TypeError(f"{op_name}: {arg} must be a Blob, got {type(value).__name__}")
 
 
 def argwhere(condition, dtype=None, name=None):

@@ -15,7 +15,7 @@ array([[ 0.5   ,  0.4144, -0.1   ]], dtype=float32)
 """
 from __future__ import annotations
 
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import margin as _margin
 
 __all__ = ["combined_margin_loss"]
@@ -25,10 +25,8 @@ def combined_margin_loss(x, label, m1=1, m2=0, m3=0, name=None):
     """``x`` (batch, classes) with the margin applied at each row's ``label``; the
     gradient is OneFlow's: ``m1 sin(m1 theta + m2) / sin(theta)`` at the label entries
     (so ``x`` must stay inside (-1, 1) there), 1 elsewhere."""
-    for value, arg in ((x, "x"), (label, "label")):
-        if not isinstance(value, Blob):
-            raise TypeError(f"combined_margin_loss: {arg} must be a Blob, got "
-                            f"{type(value).__name__}")
+    _require_blob(x, "combined_margin_loss", "x")
+    _require_blob(label, "combined_margin_loss", "label")
     y, _theta = _margin.combined_margin_loss_op(x, label, m1=float(m1), m2=float(m2),
                                                 m3=float(m3), name=name)
     return y

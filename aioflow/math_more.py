@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .ir import Blob
 from .ops import elementwise as _ew
 from .ops import gamma as _gamma
 from .ops import numerics as _num
 from .ops.registry import normalize_axis
+from .ops_api import _require_blob
 
 __all__ = ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min",
            "reduced_shape_elem_cnt", "broadcast_to_compatible_with", "count_not_finite",
@@ -50,9 +50,7 @@ def reduced_shape_elem_cnt(input_blob, axis=None, dtype=None, name=None):
     a constant Blob of shape (1,), int32 unless ``dtype``: shapes are static here, so it
     is known when the job is traced."""
     from .ops_api import constant
-    if not isinstance(input_blob, Blob):
-        raise TypeError(f"reduced_shape_elem_cnt: input_blob must be a Blob, got "
-                        f"{type(input_blob).__name__}")
+    _require_blob(input_blob, "reduced_shape_elem_cnt", "input_blob")
     if axis is None:
         dims = input_blob.shape
     else:
@@ -69,9 +67,7 @@ def reduced_shape_elem_cnt(input_blob, axis=None, dtype=None, name=None):
 def broadcast_to_compatible_with(x, compatible, name=None):
     """``x`` broadcast to the shape that it and every Blob of ``compatible`` broadcast
     to together (numpy's rules); the gradient sums back to ``x``'s shape."""
-    if not isinstance(x, Blob):
-        raise TypeError(f"broadcast_to_compatible_with: x must be a Blob, got "
-                        f"{type(x).__name__}")
+    _require_blob(x, "broadcast_to_compatible_with", "x")
     if not isinstance(compatible, (list, tuple)):
         raise TypeError("broadcast_to_compatible_with: compatible must be a list of Blobs, "
                         f"got {type(compatible).__name__}")
@@ -97,7 +93,5 @@ def multi_count_not_finite(x, name=None):
     if not blobs:
         raise ValueError("multi_count_not_finite: x must hold at least one Blob")
     for i, blob in enumerate(blobs):
-        if not isinstance(blob, Blob):
-            raise TypeError(f"multi_count_not_finite: x[{i}] must be a Blob, got "
-                            f"{type(blob).__name__}")
+        _require_blob(blob, "multi_count_not_finite", f"x[{i}]")
     return _num.count_not_finite_op(*blobs, name=name)

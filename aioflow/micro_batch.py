@@ -25,14 +25,14 @@ from __future__ import annotations
 import numbers
 
 from .ir import Blob
+from .ops_api import _require_blob
 from .ops import elementwise as _ew
 
 __all__ = ["repeat", "acc", "unpack", "pack"]
 
 
 def _check(op_name, blob, count, arg):
-    if not isinstance(blob, Blob):
-        raise TypeError(f"{op_name}: input must be a Blob, got {type(blob).__name__}")
+    _require_blob(blob, op_name, "input")
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
         raise ValueError(f"{op_name}: {arg} must be a positive int, got {count!r}")
     return int(count)

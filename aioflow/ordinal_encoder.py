@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numbers
 
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import ordinal_encode as _enc
 
 __all__ = ["categorical_ordinal_encode", "categorical_ordinal_encoder"]
@@ -31,9 +31,7 @@ def categorical_ordinal_encode(table, size, input_tensor, hash_precomputed=True,
                                   "is supported (as in OneFlow)")
     for value, arg in ((table, "table"), (size, "size")):
         variable_name(value, f"categorical_ordinal_encode ({arg})")
-    if not isinstance(input_tensor, Blob):
-        raise TypeError(f"categorical_ordinal_encode: input_tensor must be a Blob, got "
-                        f"{type(input_tensor).__name__}")
+    _require_blob(input_tensor, "categorical_ordinal_encode", "input_tensor")
     codes, new_table, new_size = _enc.categorical_ordinal_encode_op(
         input_tensor, table, size, name=name)
     assign(table, new_table)
@@ -51,9 +49,7 @@ def categorical_ordinal_encoder(input_tensor, capacity, hash_precomputed=True,
             or capacity <= 0:
         raise ValueError(f"categorical_ordinal_encoder: capacity must be a positive int, "
                          f"got {capacity!r}")
-    if not isinstance(input_tensor, Blob):
-        raise TypeError(f"categorical_ordinal_encoder: input_tensor must be a Blob, got "
-                        f"{type(input_tensor).__name__}")
+    _require_blob(input_tensor, "categorical_ordinal_encoder", "input_tensor")
     dtype = input_tensor.dtype
     table = get_variable(f"{name}-Table", shape=(2 * int(capacity),), dtype=dtype,
                          initializer=zeros_initializer(), trainable=False)

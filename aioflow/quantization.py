@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import numbers
 
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import quantize as _q
 
 __all__ = ["fake_quantization", "min_max_observer", "moving_average_min_maxObserver"]
 
 
 def _check(op_name, x, bit, scheme, formula):
-    if not isinstance(x, Blob):
-        raise TypeError(f"{op_name}: input must be a Blob, got {type(x).__name__}")
+    _require_blob(x, op_name, "input")
     if isinstance(bit, bool) or not isinstance(bit, numbers.Integral) or not 2 <= bit <= 8:
         raise ValueError(f"{op_name}: quantization_bit must be an int in [2, 8], got {bit!r}")
     if scheme not in _q.SCHEMES:
@@ -99,8 +98,6 @@ def fake_quantization(input, scale, zero_point, quantization_bit=8,  # noqa: A00
     dequantized again; per channel (axis 0) when they hold one value per channel."""
     attrs = _check("fake_quantization", input, quantization_bit, quantization_scheme,
                    quantization_formula)
-    for value, arg in ((scale, "scale"), (zero_point, "zero_point")):
-        if not isinstance(value, Blob):
-            raise TypeError(f"fake_quantization: {arg} must be a Blob, got "
-                            f"{type(value).__name__}")
+    _require_blob(scale, "fake_quantization", "scale")
+    _require_blob(zero_point, "fake_quantization", "zero_point")
     return _q.fake_quantization_op(input, scale, zero_point, name=name, **attrs)

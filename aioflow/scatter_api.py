@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from . import dtypes
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import scatter as _sc
 from .ops.registry import normalize_axis
 
@@ -27,10 +27,6 @@ __all__ = ["scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_update",
            "unsorted_segment_sum", "unsorted_segment_sum_like", "unsorted_batch_segment_sum",
            "slice_v2", "slice_update"]
 
-
-def _require_blob(value, op_name, arg):
-    if not isinstance(value, Blob):
-        raise TypeError(f"{op_name}: {arg} must be a Blob, got {type(value).__name__}")
 
 
 def scatter_nd(indices, updates, shape, name=None):

@@ -5,15 +5,11 @@ gradient; ``cast_to_current_logical_view`` the Blob itself).
 """
 from __future__ import annotations
 
-from .ir import Blob
+from .ops_api import _require_blob
 from .ops import elementwise as _ew
 
 __all__ = ["amp_white_identity", "parallel_cast", "cast_to_current_logical_view"]
 
-
-def _require_blob(value, op_name, arg):
-    if not isinstance(value, Blob):
-        raise TypeError(f"{op_name}: {arg} must be a Blob, got {type(value).__name__}")
 
 
 def amp_white_identity(x, name=None):

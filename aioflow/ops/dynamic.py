@@ -9,8 +9,6 @@ hands back only the valid rows, as OneFlow's dynamic blob does.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes
 from .registry import register
 
