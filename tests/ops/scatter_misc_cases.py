@@ -157,6 +157,9 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
     case("argwhere-int64-none-found", lambda x: flow.argwhere(x, dtype=flow.int64),
          lambda x: np.argwhere(x).astype(np.int64), (Fixed([[0, 0], [0, 0]]),),
          ("argwhere",), dtypes=(F32,), out_dtype=np.int64, grad=False)
+    case("where-condition-only-is-argwhere", flow.where,
+         lambda x: np.argwhere(x).astype(np.int32), (_sparse,), ("argwhere",),
+         dtypes=(I32,), out_dtype=np.int32, grad=False)
     case("nonzero", flow.nonzero, lambda x: np.array(np.nonzero(x), dtype=np.int32),
          (_sparse,), ("argwhere", "transpose"), dtypes=(F32, I32), out_dtype=np.int32,
          grad=False)

@@ -62,6 +62,30 @@ def test_system_assign_returns_ref_and_works_in_train_jobs():
     np.testing.assert_array_equal(values["w"], 1 - 0.5 * x)
 
 
+def test_a_train_step_skipped_as_non_finite_assigns_nothing():
+    def body(x):
+        w = flow.get_variable("w", shape=(2,), dtype=flow.float64,
+                              initializer=flow.ones_initializer())
+        seen = flow.get_variable("seen", shape=(2,), dtype=flow.float64,
+                                 initializer=flow.zeros_initializer(), trainable=False)
+        flow.assign(seen, x * 2)
+        loss = flow.math.reduce_sum(w * x)
+        flow.optimizer.SGD(0.5, momentum=0).minimize(loss)
+        return loss
+
+    step = H.make_job(body, [tp.Numpy.Placeholder((2,), dtype=flow.float64)],
+                      job_type="train")
+    H.assert_ops(step, ["all_finite", "assign"])
+    step(np.array([1.0, 3.0]))
+    flow.config.check_finite_inputs(False)
+    try:
+        with pytest.warns(flow.train.NonFiniteStepWarning):
+            step(np.array([np.nan, 1.0]))
+    finally:
+        flow.config.check_finite_inputs(True)
+    np.testing.assert_array_equal(flow.get_all_variables()["seen"], [2.0, 6.0])
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda x, v: flow.assign(x, x), "ref must be a variable"),
     (lambda x, v: flow.assign(v, x[:1]), r"value \(float32\[1\]\) must match"),
