@@ -13,9 +13,10 @@ This module only re-exports; each name lives in the module named in its docstrin
 """
 from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
                math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
+from . import linalg, quantization, system
 from .checkpoint import get_all_variables, load_variables
-from .dtypes import (DType, double, float, float16, float32, float64, half, int8, int32,
-                     int64, uint8)
+from .dtypes import (DType, char, double, float, float16, float32, float64, half, int8,
+                     int32, int64, uint8)
 from .function import global_function
 from .function_config import FunctionConfig, function_config
 from .initializers import (constant_initializer, glorot_normal_initializer,
@@ -35,6 +36,19 @@ from .ops_api import (cast, clip_by_value, concat, constant, constant_like, expa
                       squeeze, transpose, where, zeros_like)
 from .resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
+from .assign_api import assign
+from .dynamic_api import (argwhere, cast_to_static_shape, dynamic_reshape, nonzero,
+                          sync_dynamic_resize)
+from .margin_loss import combined_margin_loss
+from .math import in_top_k
+from .math_more import (broadcast_to_compatible_with, count_not_finite,
+                        multi_count_not_finite)
+from .micro_batch import acc, pack, repeat, unpack
+from .ordinal_encoder import categorical_ordinal_encode
+from .scatter_api import (scatter_nd, slice_update, slice_v2, tensor_scatter_nd_add,
+                          tensor_scatter_nd_update, unsorted_batch_segment_sum,
+                          unsorted_segment_sum, unsorted_segment_sum_like)
+from .view_ops import amp_white_identity, cast_to_current_logical_view, parallel_cast
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
 from . import summary   # callable: flow.summary(job) is model_summary.summary

@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = [
     "DType", "float16", "float32", "float64", "float", "double", "half",
-    "int8", "int32", "int64", "uint8", "as_numpy", "from_numpy", "convert",
+    "int8", "char", "int32", "int64", "uint8", "as_numpy", "from_numpy", "convert",
 ]
 
 
@@ -44,6 +44,8 @@ float16 = half = DType("float16")
 float32 = float = DType("float32")  # noqa: A001 - OneFlow's public name
 float64 = double = DType("float64")
 int8 = DType("int8")
+# OneFlow's kChar: one signed byte, which numpy (and OneFlow's own numpy bridge) calls int8.
+char = int8
 int32 = DType("int32")
 int64 = DType("int64")
 uint8 = DType("uint8")

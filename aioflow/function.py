@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from . import backends, config, distributed
+from . import backends, config, distributed, dynamic_shapes
 from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
 from .compiler import compile as compile_graph
@@ -226,6 +226,9 @@ class CompiledJob:
             if distributed.is_distributed():   # ListNumpy results: every rank's value
                 graph.outputs = distributed.graph_ops.gather_outputs(
                     graph, distributed.views.output_kinds(self.template))
+            # Results of data-dependent length come back cut to their size (the sizes
+            # are outputs after the job's own, before the watched values).
+            self.dynamic_outputs = dynamic_shapes.expose_sizes(graph)
             # Watched values are outputs from here on, so no rewrite removes them.
             graph.outputs += [blob for kind, blob, _ in graph.watches if kind == "value"]
         if job.job_type != "train" and (graph.train_target is not None

@@ -237,3 +237,7 @@ from .resample import upsample_2d  # noqa: E402,F401
 
 __all__ += ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
             "layer_norm_grad", "layer_norm_param_grad", "upsample_2d"]
+
+from .ordinal_encoder import categorical_ordinal_encoder  # noqa: E402
+
+__all__ += ["categorical_ordinal_encoder"]

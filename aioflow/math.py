@@ -367,3 +367,13 @@ builtins_slice = _builtins.slice
 from .math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
 
 __all__ += ["gelu_grad", "sigmoid_grad"]
+
+# OneFlow v0.3.4's further math names (issue 18): defined in math_more and scatter_api.
+from .math_more import (broadcast_to_compatible_with, lgamma,  # noqa: E402
+                        reduced_shape_elem_cnt, two_stage_reduce_max, two_stage_reduce_min)
+from .scatter_api import (unsorted_batch_segment_sum, unsorted_segment_sum,  # noqa: E402
+                          unsorted_segment_sum_like)
+
+__all__ += ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min", "reduced_shape_elem_cnt",
+            "broadcast_to_compatible_with", "unsorted_segment_sum", "unsorted_segment_sum_like",
+            "unsorted_batch_segment_sum"]

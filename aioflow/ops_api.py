@@ -173,9 +173,14 @@ def identity(x, name=None):
 
 
 def where(condition, x=None, y=None, name=None):
-    """Pick from ``x`` where ``condition`` is nonzero, else from ``y``."""
+    """Pick from ``x`` where ``condition`` is nonzero, else from ``y``; with neither,
+    ``flow.argwhere(condition)`` (OneFlow's rule)."""
+    if x is None and y is None:
+        from .dynamic_api import argwhere
+        return argwhere(condition, name=name)
     if x is None or y is None:
-        raise ValueError("where: both x and y are required")
+        raise ValueError("where: give both x and y, or neither (then it is "
+                         "flow.argwhere(condition)); got only one")
     x, y = _ew.promote(x, y, "where")
     return _ew.where(condition, x, y, name=name)
 

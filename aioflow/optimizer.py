@@ -321,8 +321,9 @@ def build_training(graph) -> None:
             optimizer.update(name, param, grad, lr, step)
     finally:
         optimizer.guard = None
-    for node in graph.nodes:   # batch normalization's running statistics, traced earlier
-        if flag and node.op.name == "assign_moving_average" and len(node.inputs) == 2:
+    for node in graph.nodes:   # running statistics and flow.assign, traced earlier
+        if flag and node.op.name in ("assign_moving_average", "assign") \
+                and len(node.inputs) == 2:
             node.inputs = (*node.inputs, *flag)
     state_ops.increment(step, *flag, job=graph.name)
 

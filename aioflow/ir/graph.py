@@ -71,6 +71,10 @@ class Graph:
         # their values become outputs after the job's own (CompiledJob.watch_handlers).
         self.watches: list = []
         self.watched_diffs: list = []   # the gradient blobs of the "diff" watches
+        # Blobs of data-dependent length (argwhere's): blob id -> (size Blob, axis).
+        self.dynamic_dims: dict = {}
+        # flow.repeat / unpack / pack outputs: blob id -> "repeat" | "unpack" | "pack".
+        self.micro_batches: dict = {}
 
     # -- construction ------------------------------------------------------------------
     def new_blob(self, shape, dtype, producer=None, index=0) -> Blob:

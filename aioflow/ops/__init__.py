@@ -1,6 +1,8 @@
 """Primitive ops, one family per module; importing this package registers them all."""
 from . import (conv, conv3d, deconv, elementwise, indexing, layerwise_updates,  # noqa: F401
                linalg, nn, reduce, random_ops, shape, special, state)
+from . import (dynamic, gamma, margin, numerics, ordinal_encode, quantize,  # noqa: F401
+               scatter)
 from . import cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops
 from .registry import REGISTRY, OpDef, get, register
 

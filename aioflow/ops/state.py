@@ -185,3 +185,14 @@ def assign_moving_average(ctx, target, value, *flag, momentum):
         target *= t(momentum)
         target += value * t(1 - momentum)
     _guarded(ctx, flag, [target], update)
+
+
+@_update("assign")
+def assign(ctx, ref, value, *flag):
+    """``ref`` (a variable's own array) takes ``value``: flow.assign, and the state that
+    ops such as the ordinal encoder and the quantization observers carry across steps.
+    ``flag``: in a train job, the step's non-finite guard (a skipped step changes no
+    variable)."""
+    def update(ref):
+        ctx.xp.copyto(ref, value)
+    _guarded(ctx, flag, [ref], update)

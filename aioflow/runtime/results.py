@@ -22,6 +22,7 @@ import warnings
 from concurrent.futures import Future
 
 from ..callsite import outside_aioflow
+from ..dynamic_shapes import trim
 from ..signature import rebuild_result
 from .pipeline import on_runtime_thread
 
@@ -176,7 +177,7 @@ def deliver_result(compiled, outputs):
         first = len(outputs) - len(handlers)
         for handler, value in zip(handlers, outputs[first:]):
             handler(value)
-    return rebuild_result(compiled.template, outputs)
+    return rebuild_result(compiled.template, trim(getattr(compiled, "dynamic_outputs", ()), outputs))
 
 
 def invoke(slot: CallbackSlot, callback, future: Future, compiled, job_name) -> None:

@@ -635,6 +635,12 @@ add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 add_loss_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 add_conv_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 
+# Indexing, scatter/segment and other math names (issue 18, slice C).
+from . import scatter_misc_cases  # noqa: E402
+
+scatter_misc_cases.add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
+NOT_DIRECTLY_TESTED.update(scatter_misc_cases.TESTED_ELSEWHERE)
+
 
 # -- the matrix tests ---------------------------------------------------------------------------
 
