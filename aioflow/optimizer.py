@@ -26,15 +26,17 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from . import config, dtypes, ops_api
+from . import config, dtypes, loss_scale, ops_api
 from .compiler.autodiff import gradients
 from .ir import current_graph
 from .ops import state as state_ops
+from .ops.lazy_adam import lazy_adam_update
 from .schedulers import (ConstantWarmup, CosineScheduler, ExponentialScheduler,  # noqa: F401
                          InverseTimeScheduler, LinearCosineScheduler, LinearWarmup,
                          LrScheduler, NaturalExpScheduler, PiecewiseConstantScheduler,
                          PiecewiseScalingScheduler, PolynomialSchduler, PolynomialScheduler,
                          as_scheduler, warmup)
+from .custom_scheduler import CustomScheduler
 from . import grad_clipping  # noqa: F401 - flow.optimizer.grad_clipping.by_global_norm
 
 
@@ -44,7 +46,10 @@ __all__ = [
     "SGDW",
     "Adam",
     "AdamW",
+    "LazyAdam",
     "RMSProp",
+    "CustomScheduler",
+    "loss_scale",
     "PiecewiseConstantScheduler",
     "PiecewiseScalingScheduler",
     "CosineScheduler",
@@ -74,16 +79,15 @@ class Optimizer:
     guard = None
 
     def __init__(self, lr_scheduler, *, variables=None, grad_clipping=None,
-                 loss_scale_factor=None, train_step_lbn=None):
+                 loss_scale_factor=None, train_step_lbn=None, loss_scale_policy=None):
         self.schedule = as_scheduler(lr_scheduler)
         self.variables = variables
         if grad_clipping is not None and not callable(getattr(grad_clipping, "clip", None)):
             raise TypeError("grad_clipping: expected flow.optimizer.grad_clipping.by_global_norm"
                             f"(...), got {grad_clipping!r}")
         self.grad_clipping = grad_clipping
-        if loss_scale_factor not in (None, 1, 1.0):
-            raise ValueError("loss_scale_factor: loss scaling is not supported (float32 "
-                             f"training needs none), got {loss_scale_factor!r}")
+        self.loss_scale_policy = loss_scale.resolve(type(self).__name__, loss_scale_factor,
+                                                    loss_scale_policy)
 
     def minimize(self, loss) -> None:
         """Train the job's variables to reduce ``loss`` (averaged if it is not a scalar)."""
@@ -131,9 +135,10 @@ class SGD(Optimizer):
     """Stochastic gradient descent; note OneFlow's default ``momentum=0.9``."""
 
     def __init__(self, lr_scheduler, loss_scale_factor=None, momentum=0.9, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         self.momentum = _check_unit("SGD momentum", momentum)
         self.weight_decay = 0.0
 
@@ -151,9 +156,10 @@ class SGDW(SGD):
     """SGD with weight decay added to the gradient."""
 
     def __init__(self, lr_scheduler, loss_scale_factor=None, momentum=0.9, weight_decay=None,
-                 grad_clipping=None, train_step_lbn=None, variables=None):
+                 grad_clipping=None, train_step_lbn=None, loss_scale_policy=None,
+                 variables=None):
         super().__init__(lr_scheduler, loss_scale_factor, momentum, grad_clipping,
-                         train_step_lbn, variables)
+                         train_step_lbn, loss_scale_policy, variables)
         self.weight_decay = float(weight_decay or 0.0)
 
 
@@ -162,9 +168,10 @@ class Adam(Optimizer):
 
     def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  do_bias_correction=False, loss_scale_factor=None, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         self.beta1 = _check_unit("Adam beta1", beta1)
         self.beta2 = _check_unit("Adam beta2", beta2)
         if not epsilon > 0:
@@ -186,9 +193,10 @@ class AdamW(Adam):
     def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  do_bias_correction=False, loss_scale_factor=None, weight_decay=None,
                  weight_decay_includes=None, weight_decay_excludes=None, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, beta1, beta2, epsilon, do_bias_correction,
-                         loss_scale_factor, grad_clipping, train_step_lbn, variables)
+                         loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables)
         self.weight_decay = float(weight_decay or 0.0)
         if weight_decay_includes is not None and weight_decay_excludes is not None:
             raise ValueError("AdamW: give weight_decay_includes or weight_decay_excludes, "
@@ -209,14 +217,53 @@ class AdamW(Adam):
             self.weight_decay = saved
 
 
+class LazyAdam(Optimizer):
+    """Adam that updates only the elements whose gradient is not zero this step (OneFlow's
+    ``lazy_adam``): an element with ``|g| < 1e-12`` keeps its weight and both moments (an
+    embedding row no batch looked up is not decayed); the others take an Adam step with
+    bias correction, ``lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)``.
+    Slots ``<var>-m`` and ``<var>-v``.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.clear_default_session()
+    >>> @flow.global_function(type="train")
+    ... def fit(ids: tp.Numpy.Placeholder((2,), dtype=flow.int32)) -> tp.Numpy:
+    ...     table = flow.get_variable("table", shape=(4, 2), initializer=flow.ones_initializer())
+    ...     loss = flow.math.reduce_sum(flow.gather(table, ids))
+    ...     flow.optimizer.LazyAdam(0.1).minimize(loss)
+    ...     return loss
+    >>> _ = fit(np.array([0, 2], np.int32))
+    >>> flow.get_all_variables()["table"][:, 0].astype(float).round(3).tolist()  # 1, 3 untouched
+    [0.9, 1.0, 0.9, 1.0]
+    """
+
+    def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
+                 loss_scale_policy=None, variables=None):
+        super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        self.beta1 = _check_unit("LazyAdam beta1", beta1)
+        self.beta2 = _check_unit("LazyAdam beta2", beta2)
+        if not epsilon > 0:
+            raise ValueError(f"LazyAdam epsilon: expected a positive number, got {epsilon!r}")
+        self.epsilon = float(epsilon)
+
+    def update(self, param_name, param, grad, lr, step):
+        lazy_adam_update(param, grad, lr, self._slot(param_name, "m"),
+                         self._slot(param_name, "v"), step, *self._guard(), beta1=self.beta1,
+                         beta2=self.beta2, epsilon=self.epsilon)
+
+
 class RMSProp(Optimizer):
     """RMSProp: ``w -= lr * g / sqrt(mean_square + epsilon)``."""
 
     def __init__(self, lr_scheduler, decay_rate=0.99, epsilon=1e-8, centered=False,
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
-                 variables=None):
+                 loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         self.decay_rate = _check_unit("RMSProp decay_rate", decay_rate)
         self.epsilon = float(epsilon)
         self.centered = bool(centered)
@@ -282,7 +329,12 @@ def build_training(graph) -> None:
                 grads[blob_id] = grad if blob_id not in grads else grads[blob_id] + grad
         return grads
 
-    grads = summed_gradients(losses)
+    # Loss scaling: each loss times the scale, every gradient (watched ones too) divided by
+    # it again before averaging, clipping and the non-finite check.
+    policy = optimizer.loss_scale_policy
+    grads = summed_gradients(losses if policy is None else [policy.scaled(x) for x in losses])
+    if policy is not None:
+        grads = {blob_id: policy.unscaled(grad) for blob_id, grad in grads.items()}
     # flow.watch_diff: the loss's gradient for each watched blob (zeros off its path).
     graph.watched_diffs = [grads[b.id] if b.id in grads
                            else ops_api.zeros_like(b) for b in watched]
@@ -307,12 +359,15 @@ def build_training(graph) -> None:
                                       False, graph, is_state=True)
     record.on_host = True   # the schedule reads it on the host: no device read per step
     step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
-    lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
+    if isinstance(optimizer.schedule, CustomScheduler):
+        lr = optimizer.schedule.rate(graph)
+    else:
+        lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
     # The non-finite guard (ops/state.py): one flag over the losses and the gradients
     # that every update of the step, and the step counter, obey (unless switched off:
-    # flow.config.skip_nonfinite_steps).
+    # flow.config.skip_nonfinite_steps; a dynamic loss scale needs it regardless).
     flag = ()
-    if config.get("skip_nonfinite_steps"):
+    if config.get("skip_nonfinite_steps") or (policy is not None and policy.needs_guard):
         checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
         flag = (state_ops.all_finite(*checked),)
     optimizer.guard = flag[0] if flag else None
@@ -324,6 +379,8 @@ def build_training(graph) -> None:
     for node in graph.nodes:   # batch normalization's running statistics, traced earlier
         if flag and node.op.name == "assign_moving_average" and len(node.inputs) == 2:
             node.inputs = (*node.inputs, *flag)
+    if policy is not None:
+        policy.after_step(*flag)
     state_ops.increment(step, *flag, job=graph.name)
 
 

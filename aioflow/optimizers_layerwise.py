@@ -36,11 +36,9 @@ class LAMB(_base()[0]):
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
                  loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         _, check = _base()
-        if loss_scale_policy is not None:
-            raise ValueError("LAMB loss_scale_policy: loss scaling is not supported, got "
-                             f"{loss_scale_policy!r}")
         self.beta1 = check("LAMB beta1", beta1)
         self.beta2 = check("LAMB beta2", beta2)
         if not epsilon > 0:
@@ -62,11 +60,9 @@ class LARS(_base()[0]):
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
                  loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         _, check = _base()
-        if loss_scale_policy is not None:
-            raise ValueError("LARS loss_scale_policy: loss scaling is not supported, got "
-                             f"{loss_scale_policy!r}")
         self.momentum_beta = check("LARS momentum_beta", momentum_beta)
         if not lars_coefficient > 0:
             raise ValueError(f"LARS lars_coefficient: expected a positive number, got "

@@ -185,3 +185,19 @@ def assign_moving_average(ctx, target, value, *flag, momentum):
         target *= t(momentum)
         target += value * t(1 - momentum)
     _guarded(ctx, flag, [target], update)
+
+
+def _infer_lr_from_blob(rate):
+    if rate.size != 1 or not rate.dtype.is_floating:
+        raise ValueError(f"flow.optimizer.CustomScheduler: the learning-rate blob must hold one "
+                         f"floating-point value, got shape {rate.shape} {rate.dtype.name}")
+    return [((), dtypes.float64)]
+
+
+@register("learning_rate_from_blob", infer=_infer_lr_from_blob, differentiable=False)
+def learning_rate_from_blob(ctx, rate):
+    # flow.optimizer.CustomScheduler: the rate is a value the job computed. The update
+    # kernels take the rate as a host scalar (as from ``learning_rate``), so it is read to
+    # the host here: one small device read per step on a GPU.
+    value = rate if _on_host(rate) else ctx.backend.to_host(rate)
+    return np.asarray(float(np.asarray(value).reshape(-1)[0]), dtype=np.float64)
