@@ -381,7 +381,8 @@ def build_training(graph) -> None:
             node.inputs = (*node.inputs, *flag)
     if policy is not None:
         policy.after_step(*flag)
-    state_ops.increment(step, *flag, job=graph.name)
+    state_ops.increment(step, *flag, job=graph.name,
+                        expected_skips=policy is not None and policy.needs_guard)
 
 
 # OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).

@@ -148,7 +148,7 @@ def rmsprop_update(ctx, param, grad, lr, mean_square, *rest, decay_rate, epsilon
 
 
 @_update("increment")
-def increment(ctx, counter, *flag, job=None):
+def increment(ctx, counter, *flag, job=None, expected_skips=False):
     # A skipped step does not count: the counter is the number of updates applied, which
     # Adam's bias correction and the learning-rate schedule must follow (the optimizer
     # slots did not move either). Reading a device flag here costs no extra stall: this
@@ -157,7 +157,7 @@ def increment(ctx, counter, *flag, job=None):
         ok, = flag
         if not (ok if _on_host(ok) else ctx.backend.to_host(ok)):
             from ..step_guard import note_skipped
-            note_skipped(ctx.session, job, int(counter))
+            note_skipped(ctx.session, job, int(counter), warn=not expected_skips)
             return
     counter += 1
 
