@@ -131,6 +131,16 @@ def _check_unit(name, value):
     return float(value)
 
 
+def _set_moment_rates(optimizer, beta1, beta2, epsilon) -> None:
+    """Check and keep the constants of the Adam family (Adam, LazyAdam, LAMB)."""
+    owner = type(optimizer).__name__
+    optimizer.beta1 = _check_unit(f"{owner} beta1", beta1)
+    optimizer.beta2 = _check_unit(f"{owner} beta2", beta2)
+    if not epsilon > 0:
+        raise ValueError(f"{owner} epsilon: expected a positive number, got {epsilon!r}")
+    optimizer.epsilon = float(epsilon)
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent; note OneFlow's default ``momentum=0.9``."""
 
@@ -172,11 +182,7 @@ class Adam(Optimizer):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
                          loss_scale_factor=loss_scale_factor,
                          loss_scale_policy=loss_scale_policy)
-        self.beta1 = _check_unit("Adam beta1", beta1)
-        self.beta2 = _check_unit("Adam beta2", beta2)
-        if not epsilon > 0:
-            raise ValueError(f"Adam epsilon: expected a positive number, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+        _set_moment_rates(self, beta1, beta2, epsilon)
         self.do_bias_correction = bool(do_bias_correction)
         self.weight_decay = 0.0
 
@@ -243,11 +249,7 @@ class LazyAdam(Optimizer):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
                          loss_scale_factor=loss_scale_factor,
                          loss_scale_policy=loss_scale_policy)
-        self.beta1 = _check_unit("LazyAdam beta1", beta1)
-        self.beta2 = _check_unit("LazyAdam beta2", beta2)
-        if not epsilon > 0:
-            raise ValueError(f"LazyAdam epsilon: expected a positive number, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+        _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
         lazy_adam_update(param, grad, lr, self._slot(param_name, "m"),

@@ -38,12 +38,8 @@ class LAMB(_base()[0]):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
                          loss_scale_factor=loss_scale_factor,
                          loss_scale_policy=loss_scale_policy)
-        _, check = _base()
-        self.beta1 = check("LAMB beta1", beta1)
-        self.beta2 = check("LAMB beta2", beta2)
-        if not epsilon > 0:
-            raise ValueError(f"LAMB epsilon: expected a positive number, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+        from .optimizer import _set_moment_rates
+        _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
         _ops.lamb_update(param, grad, lr, self._slot(param_name, "m"),
