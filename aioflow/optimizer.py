@@ -77,6 +77,10 @@ class Optimizer:
     slots: tuple[str, ...] = ()
     # While build_training adds the updates: the step's non-finite flag, passed to each.
     guard = None
+    # Weight decay (SGDW, AdamW) and the substrings of the names of the variables that get
+    # it (includes) or do not (excludes); None: every variable.
+    weight_decay = 0.0
+    decay_includes = decay_excludes = None
 
     def __init__(self, lr_scheduler, *, variables=None, grad_clipping=None,
                  loss_scale_factor=None, train_step_lbn=None, loss_scale_policy=None):
@@ -98,6 +102,24 @@ class Optimizer:
 
     def update(self, param_name, param, grad, lr, step) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def _set_weight_decay(self, weight_decay, includes, excludes) -> None:
+        if includes is not None and excludes is not None:
+            raise ValueError(f"{type(self).__name__}: give weight_decay_includes or "
+                             "weight_decay_excludes, not both")
+        self.weight_decay = float(weight_decay or 0.0)
+        # A single name is a list of one, as in OneFlow.
+        self.decay_includes = [includes] if isinstance(includes, str) else includes
+        self.decay_excludes = [excludes] if isinstance(excludes, str) else excludes
+
+    def _decay(self, param_name: str) -> float:
+        """The weight decay of the variable ``param_name``."""
+        if self.decay_includes is not None and not any(
+                p in param_name for p in self.decay_includes):
+            return 0.0
+        if self.decay_excludes is not None and any(p in param_name for p in self.decay_excludes):
+            return 0.0
+        return self.weight_decay
 
     def _guard(self) -> tuple:
         """The extra input of an update op: the step's non-finite flag, if any."""
@@ -150,27 +172,27 @@ class SGD(Optimizer):
                          loss_scale_factor=loss_scale_factor,
                          loss_scale_policy=loss_scale_policy)
         self.momentum = _check_unit("SGD momentum", momentum)
-        self.weight_decay = 0.0
 
     def update(self, param_name, param, grad, lr, step):
         if self.momentum == 0.0:
             state_ops.sgd_update(param, grad, lr, *self._guard(),
-                                 weight_decay=self.weight_decay)
+                                 weight_decay=self._decay(param_name))
         else:
             state_ops.momentum_update(param, grad, lr, self._slot(param_name, "momentum"),
                                       *self._guard(), beta=self.momentum,
-                                      weight_decay=self.weight_decay)
+                                      weight_decay=self._decay(param_name))
 
 
 class SGDW(SGD):
-    """SGD with weight decay added to the gradient."""
+    """SGD with weight decay added to the gradient (only for the variables whose names
+    contain one of ``weight_decay_includes``, or none of ``weight_decay_excludes``)."""
 
     def __init__(self, lr_scheduler, loss_scale_factor=None, momentum=0.9, weight_decay=None,
-                 grad_clipping=None, train_step_lbn=None, loss_scale_policy=None,
-                 variables=None):
+                 weight_decay_includes=None, weight_decay_excludes=None, grad_clipping=None,
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, loss_scale_factor, momentum, grad_clipping,
                          train_step_lbn, loss_scale_policy, variables)
-        self.weight_decay = float(weight_decay or 0.0)
+        self._set_weight_decay(weight_decay, weight_decay_includes, weight_decay_excludes)
 
 
 class Adam(Optimizer):
@@ -184,13 +206,12 @@ class Adam(Optimizer):
                          loss_scale_policy=loss_scale_policy)
         _set_moment_rates(self, beta1, beta2, epsilon)
         self.do_bias_correction = bool(do_bias_correction)
-        self.weight_decay = 0.0
 
     def update(self, param_name, param, grad, lr, step):
         state_ops.adam_update(
             param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"), step,
             *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
-            do_bias_correction=self.do_bias_correction, weight_decay=self.weight_decay)
+            do_bias_correction=self.do_bias_correction, weight_decay=self._decay(param_name))
 
 
 class AdamW(Adam):
@@ -203,24 +224,7 @@ class AdamW(Adam):
         super().__init__(lr_scheduler, beta1, beta2, epsilon, do_bias_correction,
                          loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
                          variables)
-        self.weight_decay = float(weight_decay or 0.0)
-        if weight_decay_includes is not None and weight_decay_excludes is not None:
-            raise ValueError("AdamW: give weight_decay_includes or weight_decay_excludes, "
-                             "not both")
-        self.includes = weight_decay_includes
-        self.excludes = weight_decay_excludes
-
-    def update(self, param_name, param, grad, lr, step):
-        decay = self.weight_decay
-        if self.includes is not None and not any(p in param_name for p in self.includes):
-            decay = 0.0
-        if self.excludes is not None and any(p in param_name for p in self.excludes):
-            decay = 0.0
-        saved, self.weight_decay = self.weight_decay, decay
-        try:
-            super().update(param_name, param, grad, lr, step)
-        finally:
-            self.weight_decay = saved
+        self._set_weight_decay(weight_decay, weight_decay_includes, weight_decay_excludes)
 
 
 class LazyAdam(Optimizer):

@@ -263,3 +263,38 @@ def test_custom_scheduler_has_no_rate_outside_a_job():
         flow.optimizer.CustomScheduler("lr").lr(0)
     with pytest.raises(TypeError, match="lbn"):
         flow.optimizer.CustomScheduler(0.1)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: flow.optimizer.SGDW(0.5, momentum=0, weight_decay=0.1, **kw),
+    lambda **kw: flow.optimizer.AdamW(0.5, weight_decay=0.1, **kw),
+], ids=["SGDW", "AdamW"])
+@pytest.mark.parametrize("which, decayed", [
+    ({}, {"dense-weight", "dense-bias"}),
+    ({"weight_decay_includes": "weight"}, {"dense-weight"}),          # a str: a list of one
+    ({"weight_decay_excludes": ["bias"]}, {"dense-weight"}),
+    ({"weight_decay_includes": ["nothing"]}, set()),
+])
+def test_weight_decay_includes_and_excludes(make, which, decayed):
+    # A zero gradient: the only change is the decay, so it shows who got it.
+    @flow.global_function(type="train")
+    def fit() -> tp.Numpy:
+        names = ("dense-weight", "dense-bias")
+        ws = [flow.get_variable(n, shape=(2,), dtype=flow.float64,
+                                initializer=flow.ones_initializer()) for n in names]
+        loss = flow.math.reduce_sum((ws[0] + ws[1]) * flow.constant([0.0, 0.0],
+                                                                     dtype=flow.float64))
+        make(**which).minimize(loss)
+        return loss
+
+    fit()
+    state = flow.get_all_variables()
+    for name in ("dense-weight", "dense-bias"):
+        want = 1 - 0.5 * 0.1 if name in decayed else 1.0
+        np.testing.assert_allclose(state[name], [want, want], rtol=1e-12, err_msg=name)
+
+
+def test_weight_decay_includes_and_excludes_exclude_each_other():
+    with pytest.raises(ValueError, match="SGDW: give weight_decay_includes or"):
+        flow.optimizer.SGDW(0.1, weight_decay=0.1, weight_decay_includes=["a"],
+                            weight_decay_excludes=["b"])
