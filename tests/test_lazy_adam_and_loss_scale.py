@@ -298,3 +298,27 @@ def test_weight_decay_includes_and_excludes_exclude_each_other():
     with pytest.raises(ValueError, match="SGDW: give weight_decay_includes or"):
         flow.optimizer.SGDW(0.1, weight_decay=0.1, weight_decay_includes=["a"],
                             weight_decay_excludes=["b"])
+
+
+def test_a_predict_only_session_loads_a_checkpoint_with_loss_scale_state(tmp_path):
+    policy = flow.optimizer.loss_scale.dynamic_loss_scale(initial_loss_scale=8.0)
+
+    @flow.global_function(type="train")
+    def fit(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(2,), initializer=flow.ones_initializer())
+        loss = flow.math.reduce_sum(w * x)
+        flow.optimizer.Adam(0.1, loss_scale_policy=policy).minimize(loss)
+        return loss
+
+    fit(np.ones(2, np.float32))
+    flow.checkpoint.save(str(tmp_path / "ckpt"))
+    trained = flow.get_all_variables()["w"]
+    assert "System-Train-LossScale-fit" in flow.get_all_variables()
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def infer(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        return x * flow.get_variable("w", shape=(2,), initializer=flow.zeros_initializer())
+
+    flow.train.CheckPoint().load(str(tmp_path / "ckpt"))     # strict, training state ignored
+    np.testing.assert_array_equal(infer(np.ones(2, np.float32)), trained)
