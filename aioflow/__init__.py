@@ -55,6 +55,14 @@ from . import summary   # callable: flow.summary(job) is model_summary.summary
 from .variables import get_variable
 from .watch import watch, watch_diff
 from .env import current_machine_id
+from . import util
+from .dtypes import convert_oneflow_dtype_to_numpy_dtype
+from .env import current_resource
+from .no_effect import inter_job_reuse_mem_strategy
+from .object_bbox import object_bbox_flip, object_bbox_scale
+from .scope_desc import current_global_function_desc, current_scope
+from .user_op_builder import (consistent_user_op_builder, consistent_user_op_module_builder,
+                              user_op_builder, user_op_module_builder)
 
 __version__ = "0.1.0"
 
@@ -69,7 +77,13 @@ def MirroredTensorDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
     return typing.ListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
 
 
+def MirroredTensorListDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
+    """Old API: a mirrored placeholder of tensor lists (per device, a list of arrays)."""
+    return typing.ListListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
+
+
 fixed_placement = scope.fixed_placement
+device_prior_placement = scope.device_prior_placement
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
 BlobDef = Blob
 

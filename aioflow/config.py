@@ -288,15 +288,12 @@ def get(name: str):
 _settings.update({"legacy_model_io": False, "model_io_v2": False,
                   "tensor_float_32_compute": True})
 __all__ += ["enable_legacy_model_io", "legacy_model_io_enabled", "enable_model_io_v2",
-            "enable_tensor_float_32_compute"]
+            "enable_tensor_float_32_compute", "save_downloaded_file_to_local_fs"]
 
 
-def _no_effect(name: str, value, why: str) -> None:
-    from .session import warn_once   # lazily: this module imports no other part at load
-    if not isinstance(value, bool):
-        raise TypeError(f"flow.config.{name}: expected a bool, got {value!r}")
-    warn_once(f"config.{name}", f"flow.config.{name}({value!r}) has no effect in aioflow: "
-              f"{why}")
+def _no_effect(name: str, value, why: str, kind: type = bool) -> None:
+    from .no_effect import accept
+    accept(f"flow.config.{name}", value, why, kind)
 
 
 def enable_legacy_model_io(val: bool = True) -> None:
@@ -325,3 +322,11 @@ def enable_tensor_float_32_compute(val: bool = True) -> None:
     _no_effect("enable_tensor_float_32_compute", val, "set the CUPY_TF32 environment "
                "variable before importing aioflow to let CuPy use TF32")
     _settings["tensor_float_32_compute"] = val
+
+
+def save_downloaded_file_to_local_fs(val: bool = True) -> None:
+    """No effect: OneFlow kept a local copy of files its data readers fetched from remote
+    file systems (HDFS). aioflow reads local files only; ``flow.data.load_mnist`` caches its
+    download either way."""
+    _no_effect("save_downloaded_file_to_local_fs", val, "its data readers read local "
+               "files; flow.data.load_mnist caches its download either way")

@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "DType", "float16", "float32", "float64", "float", "double", "half",
     "int8", "char", "int32", "int64", "uint8", "as_numpy", "from_numpy", "convert",
+    "convert_oneflow_dtype_to_numpy_dtype",
 ]
 
 
@@ -74,3 +75,16 @@ def as_numpy(dtype) -> np.dtype:
 def convert(dtype) -> DType:
     """Accept ``flow.float``, ``np.float32`` or ``"float32"`` alike."""
     return from_numpy(dtype)
+
+
+def convert_oneflow_dtype_to_numpy_dtype(oneflow_dtype) -> type:
+    """OneFlow's ``flow.convert_oneflow_dtype_to_numpy_dtype``: the numpy scalar type of a
+    data type (``flow.float32`` -> ``numpy.float32``).
+
+    >>> convert_oneflow_dtype_to_numpy_dtype(float32) is np.float32
+    True
+    """
+    if not isinstance(oneflow_dtype, DType):
+        raise TypeError("convert_oneflow_dtype_to_numpy_dtype: expected a flow data type "
+                        f"such as flow.float32, got {oneflow_dtype!r}")
+    return oneflow_dtype.numpy.type

@@ -11,7 +11,9 @@ machines fails at once on one.
 """
 from __future__ import annotations
 
-__all__ = ["machine", "ctrl_port", "data_port", "log_dir", "current_machine_id"]
+__all__ = ["machine", "ctrl_port", "data_port", "log_dir", "current_machine_id", "init",
+           "current_resource", "Resource", "grpc_use_no_signal", "logtostderr",
+           "logbuflevel"]
 
 
 def machine(machines) -> None:
@@ -59,3 +61,68 @@ def current_machine_id() -> int:
     hosts = world().hosts
     name = _hostname()
     return hosts.index(name) if name in hosts else 0
+
+
+def init() -> bool:
+    """OneFlow's ``flow.env.init()``: start the environment, returning True if this call
+    started it and False if it was running already. aioflow's environment is ready when
+    ``import aioflow`` returns (a launcher's ranks join their world there), so this
+    always returns False and changes nothing.
+
+    >>> init()
+    False
+    """
+    return False
+
+
+class Resource:
+    """What ``flow.env.current_resource()`` reports: ``machine_num`` (hosts of the
+    world), ``gpu_device_num`` and ``cpu_device_num`` (``flow.config``'s counts, per
+    machine) and ``enable_debug_mode``."""
+
+    def __init__(self, machine_num: int, gpu_device_num: int, cpu_device_num: int,
+                 enable_debug_mode: bool):
+        self.machine_num = machine_num
+        self.gpu_device_num = gpu_device_num
+        self.cpu_device_num = cpu_device_num
+        self.enable_debug_mode = enable_debug_mode
+
+    def __repr__(self) -> str:
+        return (f"Resource(machine_num={self.machine_num}, gpu_device_num="
+                f"{self.gpu_device_num}, cpu_device_num={self.cpu_device_num})")
+
+
+def current_resource() -> Resource:
+    """The resources this process runs with (also ``flow.current_resource()``).
+
+    >>> current_resource().machine_num
+    1
+    """
+    from . import config
+    from .distributed import world
+    return Resource(max(len(world().hosts), 1), config.get("gpu_device_num"),
+                    config.get("cpu_device_num"), bool(config.get("debug")))
+
+
+def _no_effect(name: str, value, why: str, kind: type) -> None:
+    from .no_effect import accept
+    accept(f"flow.env.{name}", value, why, kind)
+
+
+def grpc_use_no_signal(val: bool = True) -> None:
+    """No effect: aioflow has no gRPC control plane (a launcher's ranks talk over MPI)."""
+    _no_effect("grpc_use_no_signal", val, "it has no gRPC control plane; ranks talk over "
+               "MPI", bool)
+
+
+def logtostderr(val: int) -> None:
+    """No effect: a setting of OneFlow's C++ logging (glog). aioflow logs through
+    Python's ``logging`` (logger ``"aioflow"``)."""
+    _no_effect("logtostderr", val, "it logs through Python's logging module (logger "
+               "'aioflow'), not glog", int)
+
+
+def logbuflevel(val: int) -> None:
+    """No effect: see :func:`logtostderr`."""
+    _no_effect("logbuflevel", val, "it logs through Python's logging module (logger "
+               "'aioflow'), not glog", int)

@@ -178,6 +178,7 @@ class CompiledJob:
         graph.session = session
         graph.job_type = job.job_type
         graph.config = job.config
+        graph.job_function = job   # flow.current_global_function_desc().job_func
         try:
             self._trace(graph)
             self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})

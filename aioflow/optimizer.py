@@ -26,15 +26,17 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from . import config, dtypes, ops_api
+from . import config, dtypes, loss_scale, ops_api
 from .compiler.autodiff import gradients
 from .ir import current_graph
 from .ops import state as state_ops
+from .ops.lazy_adam import lazy_adam_update
 from .schedulers import (ConstantWarmup, CosineScheduler, ExponentialScheduler,  # noqa: F401
                          InverseTimeScheduler, LinearCosineScheduler, LinearWarmup,
                          LrScheduler, NaturalExpScheduler, PiecewiseConstantScheduler,
                          PiecewiseScalingScheduler, PolynomialSchduler, PolynomialScheduler,
                          as_scheduler, warmup)
+from .custom_scheduler import CustomScheduler
 from . import grad_clipping  # noqa: F401 - flow.optimizer.grad_clipping.by_global_norm
 
 
@@ -44,7 +46,10 @@ __all__ = [
     "SGDW",
     "Adam",
     "AdamW",
+    "LazyAdam",
     "RMSProp",
+    "CustomScheduler",
+    "loss_scale",
     "PiecewiseConstantScheduler",
     "PiecewiseScalingScheduler",
     "CosineScheduler",
@@ -72,18 +77,21 @@ class Optimizer:
     slots: tuple[str, ...] = ()
     # While build_training adds the updates: the step's non-finite flag, passed to each.
     guard = None
+    # Weight decay (SGDW, AdamW) and the substrings of the names of the variables that get
+    # it (includes) or do not (excludes); None: every variable.
+    weight_decay = 0.0
+    decay_includes = decay_excludes = None
 
     def __init__(self, lr_scheduler, *, variables=None, grad_clipping=None,
-                 loss_scale_factor=None, train_step_lbn=None):
+                 loss_scale_factor=None, train_step_lbn=None, loss_scale_policy=None):
         self.schedule = as_scheduler(lr_scheduler)
         self.variables = variables
         if grad_clipping is not None and not callable(getattr(grad_clipping, "clip", None)):
             raise TypeError("grad_clipping: expected flow.optimizer.grad_clipping.by_global_norm"
                             f"(...), got {grad_clipping!r}")
         self.grad_clipping = grad_clipping
-        if loss_scale_factor not in (None, 1, 1.0):
-            raise ValueError("loss_scale_factor: loss scaling is not supported (float32 "
-                             f"training needs none), got {loss_scale_factor!r}")
+        self.loss_scale_policy = loss_scale.resolve(type(self).__name__, loss_scale_factor,
+                                                    loss_scale_policy)
 
     def minimize(self, loss) -> None:
         """Train the job's variables to reduce ``loss`` (averaged if it is not a scalar)."""
@@ -94,6 +102,24 @@ class Optimizer:
 
     def update(self, param_name, param, grad, lr, step) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def _set_weight_decay(self, weight_decay, includes, excludes) -> None:
+        if includes is not None and excludes is not None:
+            raise ValueError(f"{type(self).__name__}: give weight_decay_includes or "
+                             "weight_decay_excludes, not both")
+        self.weight_decay = float(weight_decay or 0.0)
+        # A single name is a list of one, as in OneFlow.
+        self.decay_includes = [includes] if isinstance(includes, str) else includes
+        self.decay_excludes = [excludes] if isinstance(excludes, str) else excludes
+
+    def _decay(self, param_name: str) -> float:
+        """The weight decay of the variable ``param_name``."""
+        if self.decay_includes is not None and not any(
+                p in param_name for p in self.decay_includes):
+            return 0.0
+        if self.decay_excludes is not None and any(p in param_name for p in self.decay_excludes):
+            return 0.0
+        return self.weight_decay
 
     def _guard(self) -> tuple:
         """The extra input of an update op: the step's non-finite flag, if any."""
@@ -127,34 +153,46 @@ def _check_unit(name, value):
     return float(value)
 
 
+def _set_moment_rates(optimizer, beta1, beta2, epsilon) -> None:
+    """Check and keep the constants of the Adam family (Adam, LazyAdam, LAMB)."""
+    owner = type(optimizer).__name__
+    optimizer.beta1 = _check_unit(f"{owner} beta1", beta1)
+    optimizer.beta2 = _check_unit(f"{owner} beta2", beta2)
+    if not epsilon > 0:
+        raise ValueError(f"{owner} epsilon: expected a positive number, got {epsilon!r}")
+    optimizer.epsilon = float(epsilon)
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent; note OneFlow's default ``momentum=0.9``."""
 
     def __init__(self, lr_scheduler, loss_scale_factor=None, momentum=0.9, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         self.momentum = _check_unit("SGD momentum", momentum)
-        self.weight_decay = 0.0
 
     def update(self, param_name, param, grad, lr, step):
         if self.momentum == 0.0:
             state_ops.sgd_update(param, grad, lr, *self._guard(),
-                                 weight_decay=self.weight_decay)
+                                 weight_decay=self._decay(param_name))
         else:
             state_ops.momentum_update(param, grad, lr, self._slot(param_name, "momentum"),
                                       *self._guard(), beta=self.momentum,
-                                      weight_decay=self.weight_decay)
+                                      weight_decay=self._decay(param_name))
 
 
 class SGDW(SGD):
-    """SGD with weight decay added to the gradient."""
+    """SGD with weight decay added to the gradient (only for the variables whose names
+    contain one of ``weight_decay_includes``, or none of ``weight_decay_excludes``)."""
 
     def __init__(self, lr_scheduler, loss_scale_factor=None, momentum=0.9, weight_decay=None,
-                 grad_clipping=None, train_step_lbn=None, variables=None):
+                 weight_decay_includes=None, weight_decay_excludes=None, grad_clipping=None,
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, loss_scale_factor, momentum, grad_clipping,
-                         train_step_lbn, variables)
-        self.weight_decay = float(weight_decay or 0.0)
+                         train_step_lbn, loss_scale_policy, variables)
+        self._set_weight_decay(weight_decay, weight_decay_includes, weight_decay_excludes)
 
 
 class Adam(Optimizer):
@@ -162,22 +200,18 @@ class Adam(Optimizer):
 
     def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  do_bias_correction=False, loss_scale_factor=None, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
-        self.beta1 = _check_unit("Adam beta1", beta1)
-        self.beta2 = _check_unit("Adam beta2", beta2)
-        if not epsilon > 0:
-            raise ValueError(f"Adam epsilon: expected a positive number, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        _set_moment_rates(self, beta1, beta2, epsilon)
         self.do_bias_correction = bool(do_bias_correction)
-        self.weight_decay = 0.0
 
     def update(self, param_name, param, grad, lr, step):
         state_ops.adam_update(
             param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"), step,
             *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
-            do_bias_correction=self.do_bias_correction, weight_decay=self.weight_decay)
+            do_bias_correction=self.do_bias_correction, weight_decay=self._decay(param_name))
 
 
 class AdamW(Adam):
@@ -186,27 +220,45 @@ class AdamW(Adam):
     def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  do_bias_correction=False, loss_scale_factor=None, weight_decay=None,
                  weight_decay_includes=None, weight_decay_excludes=None, grad_clipping=None,
-                 train_step_lbn=None, variables=None):
+                 train_step_lbn=None, loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, beta1, beta2, epsilon, do_bias_correction,
-                         loss_scale_factor, grad_clipping, train_step_lbn, variables)
-        self.weight_decay = float(weight_decay or 0.0)
-        if weight_decay_includes is not None and weight_decay_excludes is not None:
-            raise ValueError("AdamW: give weight_decay_includes or weight_decay_excludes, "
-                             "not both")
-        self.includes = weight_decay_includes
-        self.excludes = weight_decay_excludes
+                         loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables)
+        self._set_weight_decay(weight_decay, weight_decay_includes, weight_decay_excludes)
+
+
+class LazyAdam(Optimizer):
+    """Adam that updates only the elements whose gradient is not zero this step (OneFlow's
+    ``lazy_adam``): an element with ``|g| < 1e-12`` keeps its weight and both moments (an
+    embedding row no batch looked up is not decayed); the others take an Adam step with
+    bias correction, ``lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)``.
+    Slots ``<var>-m`` and ``<var>-v``.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.clear_default_session()
+    >>> @flow.global_function(type="train")
+    ... def fit(ids: tp.Numpy.Placeholder((2,), dtype=flow.int32)) -> tp.Numpy:
+    ...     table = flow.get_variable("table", shape=(4, 2), initializer=flow.ones_initializer())
+    ...     loss = flow.math.reduce_sum(flow.gather(table, ids))
+    ...     flow.optimizer.LazyAdam(0.1).minimize(loss)
+    ...     return loss
+    >>> _ = fit(np.array([0, 2], np.int32))
+    >>> flow.get_all_variables()["table"][:, 0].astype(float).round(3).tolist()  # 1, 3 untouched
+    [0.9, 1.0, 0.9, 1.0]
+    """
+
+    def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
+                 loss_scale_policy=None, variables=None):
+        super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
-        decay = self.weight_decay
-        if self.includes is not None and not any(p in param_name for p in self.includes):
-            decay = 0.0
-        if self.excludes is not None and any(p in param_name for p in self.excludes):
-            decay = 0.0
-        saved, self.weight_decay = self.weight_decay, decay
-        try:
-            super().update(param_name, param, grad, lr, step)
-        finally:
-            self.weight_decay = saved
+        lazy_adam_update(param, grad, lr, self._slot(param_name, "m"),
+                         self._slot(param_name, "v"), step, *self._guard(), beta1=self.beta1,
+                         beta2=self.beta2, epsilon=self.epsilon)
 
 
 class RMSProp(Optimizer):
@@ -214,9 +266,10 @@ class RMSProp(Optimizer):
 
     def __init__(self, lr_scheduler, decay_rate=0.99, epsilon=1e-8, centered=False,
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
-                 variables=None):
+                 loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         self.decay_rate = _check_unit("RMSProp decay_rate", decay_rate)
         self.epsilon = float(epsilon)
         self.centered = bool(centered)
@@ -282,7 +335,12 @@ def build_training(graph) -> None:
                 grads[blob_id] = grad if blob_id not in grads else grads[blob_id] + grad
         return grads
 
-    grads = summed_gradients(losses)
+    # Loss scaling: each loss times the scale, every gradient (watched ones too) divided by
+    # it again before averaging, clipping and the non-finite check.
+    policy = optimizer.loss_scale_policy
+    grads = summed_gradients(losses if policy is None else [policy.scaled(x) for x in losses])
+    if policy is not None:
+        grads = {blob_id: policy.unscaled(grad) for blob_id, grad in grads.items()}
     # flow.watch_diff: the loss's gradient for each watched blob (zeros off its path).
     graph.watched_diffs = [grads[b.id] if b.id in grads
                            else ops_api.zeros_like(b) for b in watched]
@@ -307,12 +365,15 @@ def build_training(graph) -> None:
                                       False, graph, is_state=True)
     record.on_host = True   # the schedule reads it on the host: no device read per step
     step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
-    lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
+    if isinstance(optimizer.schedule, CustomScheduler):
+        lr = optimizer.schedule.rate(graph)
+    else:
+        lr = state_ops.learning_rate(step, schedule=optimizer.schedule)
     # The non-finite guard (ops/state.py): one flag over the losses and the gradients
     # that every update of the step, and the step counter, obey (unless switched off:
-    # flow.config.skip_nonfinite_steps).
+    # flow.config.skip_nonfinite_steps; a dynamic loss scale needs it regardless).
     flag = ()
-    if config.get("skip_nonfinite_steps"):
+    if config.get("skip_nonfinite_steps") or (policy is not None and policy.needs_guard):
         checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
         flag = (state_ops.all_finite(*checked),)
     optimizer.guard = flag[0] if flag else None
@@ -325,7 +386,10 @@ def build_training(graph) -> None:
         if flag and node.op.name in ("assign_moving_average", "assign") \
                 and len(node.inputs) == 2:
             node.inputs = (*node.inputs, *flag)
-    state_ops.increment(step, *flag, job=graph.name)
+    if policy is not None:
+        policy.after_step(*flag)
+    state_ops.increment(step, *flag, job=graph.name,
+                        expected_skips=policy is not None and policy.needs_guard)
 
 
 # OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).

@@ -36,16 +36,10 @@ class LAMB(_base()[0]):
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
                  loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
-        _, check = _base()
-        if loss_scale_policy is not None:
-            raise ValueError("LAMB loss_scale_policy: loss scaling is not supported, got "
-                             f"{loss_scale_policy!r}")
-        self.beta1 = check("LAMB beta1", beta1)
-        self.beta2 = check("LAMB beta2", beta2)
-        if not epsilon > 0:
-            raise ValueError(f"LAMB epsilon: expected a positive number, got {epsilon!r}")
-        self.epsilon = float(epsilon)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        from .optimizer import _set_moment_rates
+        _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
         _ops.lamb_update(param, grad, lr, self._slot(param_name, "m"),
@@ -62,11 +56,9 @@ class LARS(_base()[0]):
                  loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
                  loss_scale_policy=None, variables=None):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor)
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
         _, check = _base()
-        if loss_scale_policy is not None:
-            raise ValueError("LARS loss_scale_policy: loss scaling is not supported, got "
-                             f"{loss_scale_policy!r}")
         self.momentum_beta = check("LARS momentum_beta", momentum_beta)
         if not lars_coefficient > 0:
             raise ValueError(f"LARS lars_coefficient: expected a positive number, got "

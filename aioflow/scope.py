@@ -33,6 +33,7 @@ __all__ = [
     "namespace",
     "fixed_placement",
     "device_prior_placement",
+    "current_scope",
 ]
 
 
@@ -128,3 +129,7 @@ def namespace(name: str):
         yield
     finally:
         graph.name_scope.pop()
+
+
+# OneFlow's deprecated spelling of flow.current_scope() (which warns, as OneFlow's did).
+from .scope_desc import deprecated_current_scope as current_scope  # noqa: E402

@@ -36,13 +36,15 @@ class NonFiniteStepWarning(RuntimeWarning):
     """A train step's loss or gradients were not finite; it applied no update."""
 
 
-def note_skipped(session, job: str, step: int) -> None:
-    """Count a skipped step of ``job`` (called by the step counter's increment)."""
+def note_skipped(session, job: str, step: int, warn: bool = True) -> None:
+    """Count a skipped step of ``job`` (called by the step counter's increment); ``warn``
+    False for jobs whose skips are part of the plan (a dynamic loss scale shrinking after
+    an overflow), which are only counted and logged."""
     count = session.skipped_steps.get(job, 0) + 1
     session.skipped_steps[job] = count
     log.debug("aioflow: train job %r skipped a step with non-finite loss or gradients "
               "(step counter %d, %d skipped so far)", job, step, count)
-    if count == 1:
+    if count == 1 and warn:
         warnings.warn(
             f"train job {job!r}: non-finite loss or gradients at step {step}; no update "
             "applied (variables, optimizer state and the step counter are unchanged). "

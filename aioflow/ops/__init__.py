@@ -3,6 +3,7 @@ from . import (conv, conv3d, deconv, elementwise, indexing, layerwise_updates,  
                linalg, nn, reduce, random_ops, shape, special, state)
 from . import (dynamic, gamma, margin, numerics, ordinal_encode, quantize,  # noqa: F401
                scatter)
+from . import lazy_adam, loss_scale  # noqa: F401 - flow.optimizer.LazyAdam, loss scaling
 from . import cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops
 from .registry import REGISTRY, OpDef, get, register
 

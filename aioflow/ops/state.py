@@ -148,7 +148,7 @@ def rmsprop_update(ctx, param, grad, lr, mean_square, *rest, decay_rate, epsilon
 
 
 @_update("increment")
-def increment(ctx, counter, *flag, job=None):
+def increment(ctx, counter, *flag, job=None, expected_skips=False):
     # A skipped step does not count: the counter is the number of updates applied, which
     # Adam's bias correction and the learning-rate schedule must follow (the optimizer
     # slots did not move either). Reading a device flag here costs no extra stall: this
@@ -157,7 +157,7 @@ def increment(ctx, counter, *flag, job=None):
         ok, = flag
         if not (ok if _on_host(ok) else ctx.backend.to_host(ok)):
             from ..step_guard import note_skipped
-            note_skipped(ctx.session, job, int(counter))
+            note_skipped(ctx.session, job, int(counter), warn=not expected_skips)
             return
     counter += 1
 
@@ -196,3 +196,19 @@ def assign(ctx, ref, value, *flag):
     def update(ref):
         ctx.xp.copyto(ref, value)
     _guarded(ctx, flag, [ref], update)
+
+
+def _infer_lr_from_blob(rate):
+    if rate.size != 1 or not rate.dtype.is_floating:
+        raise ValueError(f"flow.optimizer.CustomScheduler: the learning-rate blob must hold one "
+                         f"floating-point value, got shape {rate.shape} {rate.dtype.name}")
+    return [((), dtypes.float64)]
+
+
+@register("learning_rate_from_blob", infer=_infer_lr_from_blob, differentiable=False)
+def learning_rate_from_blob(ctx, rate):
+    # flow.optimizer.CustomScheduler: the rate is a value the job computed. The update
+    # kernels take the rate as a host scalar (as from ``learning_rate``), so it is read to
+    # the host here: one small device read per step on a GPU.
+    value = rate if _on_host(rate) else ctx.backend.to_host(rate)
+    return np.asarray(float(np.asarray(value).reshape(-1)[0]), dtype=np.float64)

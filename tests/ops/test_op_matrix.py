@@ -37,6 +37,10 @@ F32, F64, I32 = np.float32, np.float64, np.int32
 NOT_DIRECTLY_TESTED: dict[str, str] = {
     op: "random draws have no fixed reference: tests/ops/test_random_ops.py checks their "
         "laws and seeded repeats" for op in ("bernoulli", "coin_flip", "random_permutation")}
+NOT_DIRECTLY_TESTED.update({
+    op: "a train step's own state, checked step by step against OneFlow's rules by "
+        "tests/test_lazy_adam_and_loss_scale.py"
+    for op in ("dynamic_loss_scale_update", "learning_rate_from_blob")})
 
 
 @pytest.fixture(autouse=True)
@@ -990,6 +994,16 @@ def _lamb_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-6):
     return out
 
 
+def _lazy_adam_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-8):
+    m, v, out = np.zeros_like(w), np.zeros_like(w), []
+    for t in range(1, steps + 1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+        out.append(w)
+    return out
+
+
 def _lars_ref(w, g, lr, steps, beta=0.9, eps=1e-9, coeff=1e-4):
     mom, out = np.zeros_like(w), []
     for _ in range(steps):
@@ -1029,12 +1043,16 @@ OPTIMIZERS = [
                  lambda w, g: _lamb_ref(w, g, 0.25, 3), id="LAMB"),
     pytest.param(lambda: flow.optimizer.LARS(0.25, lars_coefficient=0.5), "lars_update",
                  lambda w, g: _lars_ref(w, g, 0.25, 3, coeff=0.5), id="LARS"),
+    # Every gradient element is non-zero here: LazyAdam's skipping is tested in
+    # tests/test_lazy_adam_and_loss_scale.py.
+    pytest.param(lambda: flow.optimizer.LazyAdam(0.25), "lazy_adam_update",
+                 lambda w, g: _lazy_adam_ref(w, g, 0.25, 3), id="LazyAdam"),
 ]
 
 
 @pytest.mark.parametrize("optimizer, update_op, reference", OPTIMIZERS)
 @covers("sgd_update", "momentum_update", "adam_update", "rmsprop_update", "lamb_update",
-        "lars_update", "learning_rate",
+        "lars_update", "lazy_adam_update", "learning_rate",
         "increment", "variable")
 def test_optimizer_update_ops(optimizer, update_op, reference):
     rng = np.random.default_rng(4)
