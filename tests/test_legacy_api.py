@@ -350,3 +350,17 @@ def test_two_unnamed_dense_layers_do_not_collide_and_are_shared_across_jobs():
     logits = hidden @ v["Dense_1-weight"].T + v["Dense_1-bias"]
     np.testing.assert_allclose(eval_job(X, Y).get()["logits"].ndarray(), logits, rtol=1e-5,
                                atol=1e-6)
+
+
+def test_an_old_api_job_may_return_nothing():
+    # OneFlow's own examples have such jobs (one that only creates a summary writer).
+    seen = []
+
+    @flow.global_function()
+    def side_effect_only(x=flow.FixedTensorDef((2,))):
+        flow.watch(x * 2, lambda value: seen.append(value.tolist()))
+    assert side_effect_only(np.ones(2, np.float32)).get() is None
+    got = []
+    side_effect_only(np.full(2, 3, np.float32)).async_get(got.append)
+    flow.sync_default_session()
+    assert got == [None] and seen == [[2.0, 2.0], [6.0, 6.0]]
