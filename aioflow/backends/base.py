@@ -32,6 +32,9 @@ class Backend:
     # Kernels may split their batch over CPU worker threads (kernels/parallel.py): only
     # where the arrays are host memory and the BLAS is a CPU library.
     splits_on_host_threads: bool = False
+    # Steps are bound by kernel launches (a GPU): the compiler merges ops into fewer,
+    # larger ones (compiler/launch_fusion.py) unless flow.config.launch_fusion says no.
+    fuses_launches: bool = False
 
     @property
     def kernel_set(self) -> str:

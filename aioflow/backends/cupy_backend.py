@@ -190,6 +190,7 @@ class CupyBackend(Backend):
 
     name = "cupy"
     device_tag = "gpu"
+    fuses_launches = True
 
     def __init__(self, device_id: int = 0):
         why = probe()

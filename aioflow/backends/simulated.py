@@ -192,6 +192,7 @@ class SimulatedBackend(Backend):
     name = "simulated_gpu"
     kernel_set = "numpy"
     device_tag = "gpu"
+    fuses_launches = True
     xp = np
 
     def __init__(self, copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float = 0.0,

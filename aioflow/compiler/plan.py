@@ -29,6 +29,7 @@ class Instruction:
     name: str
     release: tuple[int, ...] = ()
     buffer: int | None = None  # the memory plan's buffer the output is written into
+    op_name: str = ""          # the registry name of the op (launch counting, capture)
 
 
 @dataclass
@@ -52,6 +53,13 @@ class Plan:
     # Some op waits for other ranks (aioflow.distributed): never run on an event loop.
     communicates: bool = False
     _bound: bool = False
+
+    @property
+    def launches_per_step(self) -> int:
+        """Kernel launches one step issues on a device (see
+        :func:`aioflow.compiler.launch_fusion.launches_per_step`)."""
+        from .launch_fusion import launches_per_step
+        return launches_per_step(self)
 
     def _bind_buffers(self, ctx) -> None:
         """Allocate the memory plan's buffers (once) and hand each to its writers."""
@@ -168,6 +176,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             name=node.name,
             release=tuple(sorted(set(release))),
             buffer=buffer_of_node[index],
+            op_name=node.op.name,
         ))
     from .. import dtypes
     blobs = {b.id: b for b in graph.placeholders}

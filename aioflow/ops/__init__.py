@@ -1,7 +1,9 @@
 """Primitive ops, one family per module; importing this package registers them all."""
 from . import (conv, elementwise, indexing, layerwise_updates, linalg, nn, reduce,  # noqa: F401
                random_ops, shape, special, state)
+from . import fused  # noqa: F401 - ops the compiler fuses launches into
 from . import cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops
+from . import cupy_fused_kernels  # noqa: F401 - and for the fused ops (unverified)
 from .registry import REGISTRY, OpDef, get, register
 
 __all__ = ["REGISTRY", "OpDef", "get", "register"]

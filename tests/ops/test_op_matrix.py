@@ -37,6 +37,12 @@ F32, F64, I32 = np.float32, np.float64, np.int32
 NOT_DIRECTLY_TESTED: dict[str, str] = {
     op: "random draws have no fixed reference: tests/ops/test_random_ops.py checks their "
         "laws and seeded repeats" for op in ("bernoulli", "coin_flip", "random_permutation")}
+NOT_DIRECTLY_TESTED.update({
+    op: "a fused op the compiler puts in device plans (compiler/launch_fusion.py), never "
+        "called by users: tests/compiler/test_launch_fusion.py checks it against the unfused "
+        "ops on numpy and on the strict backend" for op in (
+            "bias_add_relu", "sparse_softmax_cross_entropy_train", "multi_sgd_update",
+            "multi_momentum_update", "multi_adam_update")})
 
 
 @pytest.fixture(autouse=True)
