@@ -62,6 +62,11 @@ class Backend:
         """A generator of random bits on the device (``random(shape, dtype=)``)."""
         return np.random.default_rng(seed)
 
+    def graph_capturer(self):
+        """The object that captures and replays a compiled step as one graph
+        (:mod:`aioflow.runtime.graph_capture`), or None where steps run eagerly."""
+        return None
+
     def synchronize(self) -> None:
         """Wait until all work issued on this backend has finished."""
 

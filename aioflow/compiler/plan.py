@@ -78,33 +78,41 @@ class Plan:
         return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
                    for shape, dtype in self.buffers)
 
-    def run(self, ctx, inputs) -> list:
+    def run(self, ctx, inputs, slots: list | None = None, end: int | None = None) -> list:
         """Execute one step; returns fresh copies of the output values.
 
         Steps of one plan must not run concurrently (the session's lock sees to it): the
-        memory plan's buffers are shared by every step.
+        memory plan's buffers are shared by every step. ``end``: run only the
+        instructions before it, into the caller's ``slots`` list (a captured CUDA graph
+        runs the step's host-side tail apart, :mod:`aioflow.runtime.graph_capture`).
         """
         if not self._bound:
             self._bind_buffers(ctx)
         if self.guarded:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return self._run_threaded(ctx, inputs)
-        return self._run_threaded(ctx, inputs)
+                return self._run_threaded(ctx, inputs, slots, end)
+        return self._run_threaded(ctx, inputs, slots, end)
 
-    def _run_threaded(self, ctx, inputs) -> list:
+    def run_tail(self, ctx, slots: list, start: int) -> None:
+        """The instructions from ``start`` on, over ``slots`` left by ``run(end=start)``."""
+        for ins in self.instructions[start:]:
+            ins.kernel(ctx, *[slots[i] for i in ins.inputs], **ins.attrs)
+
+    def _run_threaded(self, ctx, inputs, slots, end) -> list:
         if self.split_kernels:
             with parallel.single_blas_thread():
-                return self._run(ctx, inputs)
-        return self._run(ctx, inputs)
+                return self._run(ctx, inputs, slots, end)
+        return self._run(ctx, inputs, slots, end)
 
-    def _run(self, ctx, inputs) -> list:
-        slots: list[Any] = [None] * self.num_slots
+    def _run(self, ctx, inputs, slots=None, end=None) -> list:
+        if slots is None:
+            slots = [None] * self.num_slots
         for slot, value in zip(self.input_slots, inputs):
             slots[slot] = value
         for slot, value in self.constants.items():
             slots[slot] = value
         results = None
-        instructions = self.instructions
+        instructions = self.instructions if end is None else self.instructions[:end]
         for index, ins in enumerate(instructions):
             if index == self.fetch_at:
                 results = self._copy_outputs(ctx, slots)
