@@ -27,25 +27,17 @@ import time
 import numpy as np
 
 import aioflow as flow
-import aioflow.typing as tp
 from aioflow import backends
 from aioflow.session import default_session
-from models import lenet, mlp, torch_model
+from models import flow_jobs, torch_model
 
 WARMUP_STEPS = 3
 
 
 def _aioflow_train(model: str, batch: int, backend: str):
-    build = mlp if model == "mlp" else lenet
-    flow.clear_default_session()
     with backends.use(backend):
-        @flow.global_function(type="train")
-        def train(images: tp.Numpy.Placeholder((batch, 1, 28, 28)),
-                  labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
-            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, build(images))
-            flow.optimizer.SGD(0.01, momentum=0).minimize(loss)
-            return loss
-        compiled = train.compiled_for(default_session())
+        train, _ = flow_jobs(model, batch=batch)
+        compiled = train.compiled_for(default_session())   # for this backend, now
     return train, compiled
 
 
@@ -54,14 +46,14 @@ def aioflow_case(model, batch, device, variant):
     flow.config.launch_fusion(variant != "eager")
     flow.config.enable_cuda_graphs(variant == "graph")
     train, compiled = _aioflow_train(model, batch, "cupy" if device == "gpu" else "numpy")
-    device_ms = None
-    if device == "gpu":
-        gpu = compiled.backend.device
-        gpu.timings = []
+    if device != "gpu":
+        return train, compiled.plan.launches_per_step, None
+    gpu = compiled.backend.device
+    gpu.timings = []
 
-        def device_ms():
-            spans = [gpu.elapsed_ms(start, end) for start, end in gpu.timings[WARMUP_STEPS:]]
-            return statistics.median(spans) if spans else float("nan")
+    def device_ms():
+        spans = [gpu.elapsed_ms(start, end) for start, end in gpu.timings[WARMUP_STEPS:]]
+        return statistics.median(spans) if spans else float("nan")
     return train, compiled.plan.launches_per_step, device_ms
 
 

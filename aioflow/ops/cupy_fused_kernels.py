@@ -29,7 +29,7 @@ import numpy as np
 
 from . import fused
 from .conv import max_pool2d_grad, max_pool2d_op
-from .nn import bias_view_shape
+from .cupy_kernels import ROW_EXPONENTIALS
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -51,16 +51,7 @@ def _elementwise() -> dict:
             "aioflow_bias_add_relu"),
         "ce_train": kernel(
             "raw T logits, raw L labels, raw T gy, int32 classes", "T loss, raw T grad",
-            """
-            const long long base = (long long)i * classes;
-            T top = logits[base];
-            for (int c = 1; c < classes; ++c) top = max(top, logits[base + c]);
-            T total = 0;
-            for (int c = 0; c < classes; ++c) {
-                T e = exp(logits[base + c] - top);
-                grad[base + c] = e;
-                total += e;
-            }
+            ROW_EXPONENTIALS.replace("OUT", "grad") + """
             const long long label = (long long)labels[i];
             const T scale = gy[i];
             for (int c = 0; c < classes; ++c)
