@@ -1,7 +1,8 @@
 """The seed documents' MLP and LeNet in aioflow and in PyTorch, built the same way for
-every benchmark (same layer names, shapes and padding), and one train step of each."""
-from __future__ import annotations
+every benchmark (same layer names, shapes and padding), and one train step of each.
 
+No ``from __future__ import annotations`` here: the jobs' placeholder annotations use
+``flow_jobs``'s ``batch`` argument, which only an annotation evaluated at once can see."""
 import aioflow as flow
 import aioflow.typing as tp
 
