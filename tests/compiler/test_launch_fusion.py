@@ -83,8 +83,11 @@ def _assert_same_training(fused, unfused):
                                    err_msg=name)
 
 
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("model", [mlp, lenet], ids=["mlp", "lenet"])
+@pytest.mark.parametrize("model, optimizer", [
+    *[pytest.param(mlp, name, id=f"mlp-{name}") for name in sorted(OPTIMIZERS)],
+    pytest.param(lenet, "momentum", id="lenet-momentum"),
+    pytest.param(lenet, "adam", id="lenet-adam"),
+])
 def test_fused_training_equals_unfused_on_numpy(model, optimizer):
     unfused = _train(model, optimizer, "numpy", False)
     fused = _train(model, optimizer, "numpy", True, initial=unfused[2])
