@@ -16,7 +16,7 @@ _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug"
              "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True,
              "await_on_loop_ms": 2.0, "inline_callback_ms": 2.0,
              "check_finite_inputs": True, "skip_nonfinite_steps": True,
-             "collective_timeout": 300.0}
+             "collective_timeout": 300.0, "launch_fusion": "auto", "cuda_graphs": True}
 _watchers: dict[str, list] = {}
 
 
@@ -28,6 +28,8 @@ __all__ = [
     "await_on_loop_ms",
     "inline_callback_ms",
     "enable_fusion",
+    "launch_fusion",
+    "enable_cuda_graphs",
     "enable_memory_plan",
     "kernel_threading",
     "conv_algorithm",
@@ -160,6 +162,41 @@ def enable_fusion(flag: bool = True) -> None:
     that never stores the convolution's full output. Results agree to float rounding
     either way."""
     _settings["fusion"] = bool(flag)
+
+
+def launch_fusion(mode="auto") -> None:
+    """Whether jobs compiled from now on merge ops to issue fewer kernel launches per step
+    (bias + relu, the cross entropy with its gradient, one multi-tensor update per
+    optimizer; docs/runtime.md). ``"auto"`` (the default): where the backend is bound by
+    launches (the CuPy backend, the strict test backend and the simulated GPU), not on
+    numpy; ``True`` / ``False`` force it. ``flow.config.enable_fusion(False)`` turns it off
+    too. Results agree with the unfused ops to float rounding.
+
+    >>> import aioflow as flow
+    >>> flow.config.launch_fusion(True)
+    >>> flow.config.launch_fusion("auto")
+    """
+    if mode != "auto" and not isinstance(mode, bool):
+        raise ValueError(f"flow.config.launch_fusion: expected True, False or 'auto', got "
+                         f"{mode!r}")
+    _settings["launch_fusion"] = mode
+
+
+def enable_cuda_graphs(flag: bool = True) -> None:
+    """Whether train and predict steps compiled from now on for the CuPy backend replay a
+    captured CUDA graph (inputs copied into fixed device buffers, one graph launch per
+    step) where the plan allows it; on by default. It has no effect on the CPU. NOT YET
+    VERIFIED ON A GPU (docs/runtime.md says what is built and what a GPU must confirm);
+    switch it off if a captured step misbehaves.
+
+    >>> import aioflow as flow
+    >>> flow.config.enable_cuda_graphs(False)
+    >>> flow.config.enable_cuda_graphs(True)
+    """
+    if not isinstance(flag, bool):
+        raise TypeError(f"flow.config.enable_cuda_graphs: expected True or False, got "
+                        f"{flag!r}")
+    _settings["cuda_graphs"] = flag
 
 
 def enable_memory_plan(flag: bool = True) -> None:

@@ -205,6 +205,13 @@ class CompiledJob:
         self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels
                               and not self.plan.communicates)
         self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
+        # flow.config.enable_cuda_graphs: a backend that can capture a step as one graph
+        # replays it (runtime/graph_capture.py); None: every step runs the plan eagerly.
+        self.captured = None
+        capturer = self.backend.graph_capturer()
+        if capturer is not None and config.get("cuda_graphs"):
+            from .runtime.graph_capture import CapturedStep
+            self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
         self.step_seconds: float | None = None   # running average of measured steps
         # function_config.pipeline_depth: this job's calls are admitted only while fewer
         # steps are in flight (None: the session's depth alone).
@@ -294,8 +301,8 @@ class CompiledJob:
                 session.move_variables(self.variable_names, self.backend)
                 self._placement_version = session.placement_version
             start = time.perf_counter()
-            in_flight = submit_step(self.backend.device,
-                                    functools.partial(self.plan.run, self.context), arrays)
+            step = self.captured or functools.partial(self.plan.run, self.context)
+            in_flight = submit_step(self.backend.device, step, arrays)
             if in_flight.done():   # a step's time is known where the device is the host
                 self._note_step_time(time.perf_counter() - start)
             return in_flight

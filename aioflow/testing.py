@@ -34,7 +34,7 @@ __all__ = ["flow_session", "simulated_gpu", "SimulatedDevice", "SimulatedDeviceE
 
 @contextlib.contextmanager
 def simulated_gpu(copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float = 0.0,
-                  *, poison: bool = False):
+                  *, poison: bool = False, cuda_graphs: bool = False):
     """Jobs compiled in this block that would run on a GPU (placed on ``"gpu"``, or by
     OneFlow's default placement) run on a simulated GPU instead, whatever the machine has.
 
@@ -44,7 +44,10 @@ def simulated_gpu(copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float
     ``fetch_ms`` milliseconds, so the runtime's overlap of steps shows as it would on a
     GPU (``flow.config.pipeline_depth``). Results equal the CPU's. ``poison=True`` fills
     staging buffers with NaN when they are released, so a buffer reused too early shows
-    in the results. Yields the :class:`SimulatedDevice`: ``break_device()`` makes every
+    in the results. ``cuda_graphs=True`` captures and replays compiled steps as the CuPy
+    backend's CUDA graphs do (a recording capturer: the bookkeeping of
+    ``aioflow.runtime.graph_capture`` without a GPU; ``flow.config.enable_cuda_graphs``
+    switches it off). Yields the :class:`SimulatedDevice`: ``break_device()`` makes every
     later piece of work fail, as a sticky CUDA error does; ``repair()`` undoes it. Jobs
     compiled in the block keep the simulated GPU afterwards.
 
@@ -59,7 +62,8 @@ def simulated_gpu(copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float
     array([2., 4.], dtype=float32)
     >>> flow.clear_default_session()
     """
-    backend = SimulatedBackend(copy_ms, compute_ms, fetch_ms, poison=poison)
+    backend = SimulatedBackend(copy_ms, compute_ms, fetch_ms, poison=poison,
+                               graph_capture=cuda_graphs)
     with simulating_gpu(backend):
         yield backend.device
 

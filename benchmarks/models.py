@@ -1,7 +1,8 @@
 """The seed documents' MLP and LeNet in aioflow and in PyTorch, built the same way for
-every benchmark (same layer names, shapes and padding), and one train step of each."""
-from __future__ import annotations
+every benchmark (same layer names, shapes and padding), and one train step of each.
 
+No ``from __future__ import annotations`` here: the jobs' placeholder annotations use
+``flow_jobs``'s ``batch`` argument, which only an annotation evaluated at once can see."""
 import aioflow as flow
 import aioflow.typing as tp
 
@@ -29,21 +30,22 @@ def lenet(images):
     return flow.layers.dense(hidden, 10, name="dense2")
 
 
-def flow_jobs(model: str, make_optimizer=lambda: flow.optimizer.SGD(0.01, momentum=0)):
+def flow_jobs(model: str, make_optimizer=lambda: flow.optimizer.SGD(0.01, momentum=0),
+              batch: int = BATCH):
     """A fresh session with the model's train job (returns the per-sample loss) and
-    predict job (returns logits)."""
+    predict job (returns logits), for batches of ``batch`` images."""
     build = mlp if model == "mlp" else lenet
     flow.clear_default_session()
 
     @flow.global_function(type="train")
-    def train(images: tp.Numpy.Placeholder((BATCH, 1, 28, 28)),
-              labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+    def train(images: tp.Numpy.Placeholder((batch, 1, 28, 28)),
+              labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
         loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, build(images))
         make_optimizer().minimize(loss)
         return loss
 
     @flow.global_function(type="predict")
-    def predict(images: tp.Numpy.Placeholder((BATCH, 1, 28, 28))) -> tp.Numpy:
+    def predict(images: tp.Numpy.Placeholder((batch, 1, 28, 28))) -> tp.Numpy:
         return build(images)
 
     return train, predict

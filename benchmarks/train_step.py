@@ -12,6 +12,13 @@ so the per-round ratio is the steadier figure.
 
     python benchmarks/train_step.py --rounds 20 --lenet-steps 3   # finer interleaving
 
+With ``--device cpu|gpu`` it measures instead one epoch through the data loader per case:
+aioflow eager, fused and CUDA-graph steps beside PyTorch eager and ``torch.compile``
+(``mode="reduce-overhead"``), batch 100 and 1000 (``benchmarks/step_variants.py``):
+
+    python benchmarks/train_step.py --device gpu
+    python benchmarks/train_step.py --device cpu --images 6000
+
 Each round ends with a pause (``--pause``, 0.3 s) before the next case starts: a BLAS or
 OpenMP pool keeps its threads spinning on the cores for a while after its last call, and
 without the pause whichever framework ran just before slowed the next one down (the
@@ -89,12 +96,30 @@ def measure(model: str, rounds: int = 5, steps: int | None = None,
 
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                        help="one epoch per case through the loader (step_variants.py)")
+    parser.add_argument("--images", type=int, default=60000, help="with --device")
+    parser.add_argument("--batches", type=int, nargs="+", default=[100, 1000],
+                        help="with --device")
+    parser.add_argument("--models", nargs="+", choices=("mlp", "lenet"),
+                        default=["mlp", "lenet"], help="with --device")
+    parser.add_argument("--cases", nargs="+", default=None,
+                        help="with --device: a subset of " + ", ".join(
+                            f"'{c}'" for c in ("aioflow eager", "aioflow fused",
+                                               "aioflow graph", "torch eager",
+                                               "torch compile")))
+    parser.add_argument("--threads", type=int, default=2, help="with --device cpu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mlp-steps", type=int, default=200, help="steps per round")
     parser.add_argument("--lenet-steps", type=int, default=10, help="steps per round")
     parser.add_argument("--pause", type=float, default=0.3,
                         help="seconds between rounds, for spinning thread pools to idle")
     args = parser.parse_args()
+    if args.device is not None:
+        import step_variants
+        args.cases = args.cases or list(step_variants.CASES)
+        step_variants.main(args)
+        return
     print(f"BLAS: {_blas_info()}")
     print(f"{'model':6} {'step':8} {'aioflow ms':>11} {'torch ms':>9} {'ratio':>6}  "
           f"per-round ratio: median [min-max]")

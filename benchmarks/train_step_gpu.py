@@ -17,22 +17,14 @@ import time
 import numpy as np
 
 import aioflow as flow
-import aioflow.typing as tp
 from aioflow import backends
 from aioflow.session import default_session
-from models import mlp, lenet, torch_model
+from models import flow_jobs, torch_model
 
 
 def aioflow_step(model: str, batch: int):
-    build = mlp if model == "mlp" else lenet
-    flow.clear_default_session()
     with backends.use("cupy"):
-        @flow.global_function(type="train")
-        def train(images: tp.Numpy.Placeholder((batch, 1, 28, 28)),
-                  labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
-            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, build(images))
-            flow.optimizer.SGD(0.01, momentum=0).minimize(loss)
-            return loss
+        train, _ = flow_jobs(model, batch=batch)
         train.compiled_for(default_session())   # compiled for the GPU inside the block
     return train
 

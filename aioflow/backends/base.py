@@ -32,6 +32,9 @@ class Backend:
     # Kernels may split their batch over CPU worker threads (kernels/parallel.py): only
     # where the arrays are host memory and the BLAS is a CPU library.
     splits_on_host_threads: bool = False
+    # Steps are bound by kernel launches (a GPU): the compiler merges ops into fewer,
+    # larger ones (compiler/launch_fusion.py) unless flow.config.launch_fusion says no.
+    fuses_launches: bool = False
 
     @property
     def kernel_set(self) -> str:
@@ -58,6 +61,11 @@ class Backend:
     def random_generator(self, seed):
         """A generator of random bits on the device (``random(shape, dtype=)``)."""
         return np.random.default_rng(seed)
+
+    def graph_capturer(self):
+        """The object that captures and replays a compiled step as one graph
+        (:mod:`aioflow.runtime.graph_capture`), or None where steps run eagerly."""
+        return None
 
     def synchronize(self) -> None:
         """Wait until all work issued on this backend has finished."""

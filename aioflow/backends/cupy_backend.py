@@ -183,6 +183,60 @@ class CupyDevice:
         return f"<CupyDevice cuda:{self.xp.cuda.Device().id}>"
 
 
+class CupyGraph:
+    """A captured step: the instantiated CUDA graph, and the fixed arrays its capture
+    produced (the step's outputs and slots, which every replay overwrites)."""
+
+    def __init__(self, graph, outputs, slots):
+        self.graph = graph
+        self.outputs = outputs
+        self.slots = slots
+
+
+class CupyGraphCapturer:
+    """CUDA stream capture of a compiled step (runtime/graph_capture.py), on a private
+    memory pool. NOT YET VERIFIED ON A GPU.
+
+    * Memory: the warm-up step and the capture allocate from a pool of their own
+      (``cupy.cuda.MemoryPool`` through ``using_allocator``), so the capture finds the
+      blocks the warm-up freed and calls no ``cudaMalloc`` while capturing, and no other
+      work of the process is handed the graph's memory afterwards.
+    * cuBLAS: CuPy refused library calls during stream capture when capture support came
+      (cupy#4567; cupy#6290 tracks re-enabling them library by library, cuBLAS needing
+      care with its pointer mode and workspace). Whether CuPy 14 lets ``cupy.matmul``
+      through during a capture was not checkable without a GPU; so the capture hands the
+      2-d products to cuBLAS directly (``ops/cupy_capture_gemm.py``: the raw ``sgemm`` /
+      ``dgemm`` binding on the capturing stream, host pointer mode, handle taken before
+      the capture starts), which no CuPy capture check stands in front of. Other library
+      calls (the convolutions' batched products) go through CuPy; if it refuses them, the
+      capture fails and the job runs eagerly with one warning naming the error.
+    """
+
+    def __init__(self, stream):
+        import cupy
+        self._cupy = cupy
+        self.stream = stream
+        self.pool = cupy.cuda.MemoryPool()
+
+    def allocation(self):
+        return self._cupy.cuda.using_allocator(self.pool.malloc)
+
+    def capture(self, step, ops) -> CupyGraph:
+        from ..ops import cupy_capture_gemm
+        cupy = self._cupy
+        handle = cupy.cuda.device.get_cublas_handle()   # before capturing: it may allocate
+        with self.allocation(), self.stream, cupy_capture_gemm.capturing(handle, self.stream):
+            self.stream.begin_capture()
+            try:
+                outputs, slots = step()
+            finally:
+                graph = self.stream.end_capture()
+        return CupyGraph(graph, outputs, slots)
+
+    def launch(self, captured: CupyGraph) -> None:
+        captured.graph.launch(stream=self.stream)
+
+
 class CupyBackend(Backend):
     """CuPy on CUDA device ``device_id``. Construct through :func:`aioflow.backends.named`
     (which probes first); constructing it without a usable GPU raises
@@ -190,6 +244,7 @@ class CupyBackend(Backend):
 
     name = "cupy"
     device_tag = "gpu"
+    fuses_launches = True
 
     def __init__(self, device_id: int = 0):
         why = probe()
@@ -201,6 +256,7 @@ class CupyBackend(Backend):
         with cupy.cuda.Device(device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self.device = CupyDevice(self.stream)
+        self._capturer = None
 
     def to_device(self, host_array):
         with self.stream:
@@ -226,6 +282,11 @@ class CupyBackend(Backend):
 
     def random_generator(self, seed):
         return self.xp.random.default_rng(seed)
+
+    def graph_capturer(self):
+        if self._capturer is None:
+            self._capturer = CupyGraphCapturer(self.stream)
+        return self._capturer
 
     def synchronize(self) -> None:
         self.stream.synchronize()

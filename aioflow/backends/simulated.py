@@ -192,16 +192,27 @@ class SimulatedBackend(Backend):
     name = "simulated_gpu"
     kernel_set = "numpy"
     device_tag = "gpu"
+    fuses_launches = True
     xp = np
 
     def __init__(self, copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float = 0.0,
-                 poison: bool = False):
+                 poison: bool = False, graph_capture: bool = False):
         for what, value in (("copy_ms", copy_ms), ("compute_ms", compute_ms),
                             ("fetch_ms", fetch_ms)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"simulated_gpu: {what} must be a number of milliseconds "
                                  f">= 0, got {value!r}")
         self.device = SimulatedDevice(copy_ms, compute_ms, fetch_ms, poison)
+        # ``graph_capture``: steps are captured and replayed as the CuPy backend's CUDA
+        # graphs are (runtime/graph_capture.py), by a capturer that records the op
+        # sequence; off by default, so a simulated step is a plain step.
+        self._capturer = None
+        if graph_capture:
+            from ..runtime.graph_capture import RecordingCapturer
+            self._capturer = RecordingCapturer()
+
+    def graph_capturer(self):
+        return self._capturer
 
     def to_host(self, array) -> np.ndarray:
         self.device.synchronize()

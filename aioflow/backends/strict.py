@@ -250,6 +250,7 @@ class StrictBackend(Backend):
 
     name = "strict"
     device_tag = "gpu"
+    fuses_launches = True
     xp = xp
 
     def __init__(self):

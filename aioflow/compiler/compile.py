@@ -4,29 +4,33 @@ The traced graph holds the user's forward ops and, for a train job, its training
 Compiling it for a backend runs, in order:
 
 1. forward rewrites (``options["fusion"]``), each only where the backend has a kernel for
-   the ops it produces (the fused convolution + pooling is a CPU kernel);
+   the ops it produces (the fused convolution + pooling is a CPU kernel); on backends
+   bound by launches (``options["launch_fusion"]``, :mod:`.launch_fusion`) bias + relu;
 2. for train jobs, the gradient and update ops (autodiff works on the rewritten forward
-   graph, so the backward pass is derived from the cheaper forward);
+   graph, so the backward pass is derived from the cheaper forward); on backends bound by
+   launches the cross entropy merged with its gradient and one update op per optimizer;
 3. dead-code elimination, side effects last, :func:`verify`;
 4. a kernel for every op on the backend (else :class:`MissingKernelError`, naming both);
 5. the plan (:func:`build_plan`): flat instructions over preallocated buffers;
 6. in a world of several ranks, the ranks compare their jobs' collective layouts
    (:mod:`aioflow.distributed.checks`), so a mismatch raises instead of hanging.
 
-Options: ``fusion``, ``memory_plan``, ``kernel_threading`` and the ops' compile options
-(``conv_algorithm``); missing ones take their defaults.
+Options: ``fusion``, ``launch_fusion``, ``memory_plan``, ``kernel_threading``,
+``cuda_graphs`` (read by the CuPy backend's step, :mod:`aioflow.runtime.graph_capture`)
+and the ops' compile options (``conv_algorithm``); missing ones take their defaults.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..ir import Graph, tracing
+from . import launch_fusion
 from .fusion import fuse_conv_max_pool, pool_before_bias_relu
 from .passes import eliminate_dead_code, schedule_side_effects_last, verify
 from .plan import Plan, build_plan
 
 DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "auto",
-                   "conv_algorithm": "auto"}
+                   "conv_algorithm": "auto", "launch_fusion": "auto", "cuda_graphs": True}
 
 
 def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A001
@@ -38,9 +42,16 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
             pool_before_bias_relu(graph)
             if REGISTRY["conv2d_max_pool2d"].has_kernel(backend.kernel_set):
                 fuse_conv_max_pool(graph)
+        fuse_launches = options["fusion"] and launch_fusion.enabled(
+            options["launch_fusion"], backend)
+        if fuse_launches:
+            launch_fusion.fuse_bias_relu(graph)
         if graph.job_type == "train":
             from ..optimizer import build_training
             build_training(graph)
+            if fuse_launches:
+                launch_fusion.fuse_cross_entropy_gradient(graph)
+                launch_fusion.fuse_optimizer_updates(graph)
         graph.outputs += graph.watched_diffs   # flow.watch_diff, after the job's own
     eliminate_dead_code(graph)
     schedule_side_effects_last(graph)

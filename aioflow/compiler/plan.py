@@ -29,6 +29,7 @@ class Instruction:
     name: str
     release: tuple[int, ...] = ()
     buffer: int | None = None  # the memory plan's buffer the output is written into
+    op_name: str = ""          # the registry name of the op (launch counting, capture)
 
 
 @dataclass
@@ -53,6 +54,13 @@ class Plan:
     communicates: bool = False
     _bound: bool = False
 
+    @property
+    def launches_per_step(self) -> int:
+        """Kernel launches one step issues on a device (see
+        :func:`aioflow.compiler.launch_fusion.launches_per_step`)."""
+        from .launch_fusion import launches_per_step
+        return launches_per_step(self)
+
     def _bind_buffers(self, ctx) -> None:
         """Allocate the memory plan's buffers (once) and hand each to its writers."""
         from .. import dtypes
@@ -70,33 +78,41 @@ class Plan:
         return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
                    for shape, dtype in self.buffers)
 
-    def run(self, ctx, inputs) -> list:
+    def run(self, ctx, inputs, slots: list | None = None, end: int | None = None) -> list:
         """Execute one step; returns fresh copies of the output values.
 
         Steps of one plan must not run concurrently (the session's lock sees to it): the
-        memory plan's buffers are shared by every step.
+        memory plan's buffers are shared by every step. ``end``: run only the
+        instructions before it, into the caller's ``slots`` list (a captured CUDA graph
+        runs the step's host-side tail apart, :mod:`aioflow.runtime.graph_capture`).
         """
         if not self._bound:
             self._bind_buffers(ctx)
         if self.guarded:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return self._run_threaded(ctx, inputs)
-        return self._run_threaded(ctx, inputs)
+                return self._run_threaded(ctx, inputs, slots, end)
+        return self._run_threaded(ctx, inputs, slots, end)
 
-    def _run_threaded(self, ctx, inputs) -> list:
+    def run_tail(self, ctx, slots: list, start: int) -> None:
+        """The instructions from ``start`` on, over ``slots`` left by ``run(end=start)``."""
+        for ins in self.instructions[start:]:
+            ins.kernel(ctx, *[slots[i] for i in ins.inputs], **ins.attrs)
+
+    def _run_threaded(self, ctx, inputs, slots, end) -> list:
         if self.split_kernels:
             with parallel.single_blas_thread():
-                return self._run(ctx, inputs)
-        return self._run(ctx, inputs)
+                return self._run(ctx, inputs, slots, end)
+        return self._run(ctx, inputs, slots, end)
 
-    def _run(self, ctx, inputs) -> list:
-        slots: list[Any] = [None] * self.num_slots
+    def _run(self, ctx, inputs, slots=None, end=None) -> list:
+        if slots is None:
+            slots = [None] * self.num_slots
         for slot, value in zip(self.input_slots, inputs):
             slots[slot] = value
         for slot, value in self.constants.items():
             slots[slot] = value
         results = None
-        instructions = self.instructions
+        instructions = self.instructions if end is None else self.instructions[:end]
         for index, ins in enumerate(instructions):
             if index == self.fetch_at:
                 results = self._copy_outputs(ctx, slots)
@@ -168,6 +184,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             name=node.name,
             release=tuple(sorted(set(release))),
             buffer=buffer_of_node[index],
+            op_name=node.op.name,
         ))
     from .. import dtypes
     blobs = {b.id: b for b in graph.placeholders}

@@ -19,6 +19,20 @@ from .state import adam_update, momentum_update, sgd_update
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+# The softmax kernels' first half, one thread per row ``i`` of ``logits``: the row's
+# maximum ``top``, ``exp(logit - top)`` written into the row of ``OUT``, their sum ``total``.
+ROW_EXPONENTIALS = """
+            const long long base = (long long)i * classes;
+            T top = logits[base];
+            for (int c = 1; c < classes; ++c) top = max(top, logits[base + c]);
+            T total = 0;
+            for (int c = 0; c < classes; ++c) {
+                T e = exp(logits[base + c] - top);
+                OUT[base + c] = e;
+                total += e;
+            }
+"""
+
 
 @functools.cache
 def _kernels() -> dict:
@@ -49,16 +63,7 @@ def _kernels() -> dict:
         # a NaN loss instead of reading out of bounds.
         "sparse_ce": kernel(
             "raw T logits, raw L labels, int32 classes", "T loss, raw T prob",
-            """
-            const long long base = (long long)i * classes;
-            T top = logits[base];
-            for (int c = 1; c < classes; ++c) top = max(top, logits[base + c]);
-            T total = 0;
-            for (int c = 0; c < classes; ++c) {
-                T e = exp(logits[base + c] - top);
-                prob[base + c] = e;
-                total += e;
-            }
+            ROW_EXPONENTIALS.replace("OUT", "prob") + """
             for (int c = 0; c < classes; ++c) prob[base + c] /= total;
             const long long label = (long long)labels[i];
             loss = (label < 0 || label >= classes)

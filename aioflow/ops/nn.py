@@ -175,13 +175,18 @@ def bias_add_op(ctx, x, b, *, axis, out=None):
     return ctx.xp.add(x, b.reshape(bias_view_shape(x.ndim, axis, b.shape[0])), out=out)
 
 
+def bias_grads(x, b, axis, gy):
+    """[d x, d b] of ``bias_add(x, b, axis)`` for the output gradient ``gy`` (also the
+    fused bias + relu's, for the gradient behind its relu)."""
+    from .shape import reshape
+    gb = reshape(sum_to_shape(gy, bias_view_shape(x.ndim, axis, b.shape[0])), shape=b.shape)
+    return [gy, gb]
+
+
 @bias_add_op.grad
 def _bias_add_grad(node, gy):
     x, b = node.inputs
-    from .shape import reshape
-    axis = node.attrs["axis"]
-    gb = reshape(sum_to_shape(gy, bias_view_shape(x.ndim, axis, b.shape[0])), shape=b.shape)
-    return [gy, gb]
+    return bias_grads(x, b, node.attrs["axis"], gy)
 
 
 # -- dropout ------------------------------------------------------------------------------

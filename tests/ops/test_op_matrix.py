@@ -41,6 +41,12 @@ NOT_DIRECTLY_TESTED.update({
     op: "a train step's own state, checked step by step against OneFlow's rules by "
         "tests/test_lazy_adam_and_loss_scale.py"
     for op in ("dynamic_loss_scale_update", "learning_rate_from_blob")})
+NOT_DIRECTLY_TESTED.update({
+    op: "a fused op the compiler puts in device plans (compiler/launch_fusion.py), never "
+        "called by users: tests/compiler/test_launch_fusion.py checks it against the unfused "
+        "ops on numpy and on the strict backend" for op in (
+            "bias_add_relu", "sparse_softmax_cross_entropy_train", "multi_sgd_update",
+            "multi_momentum_update", "multi_adam_update")})
 
 
 @pytest.fixture(autouse=True)

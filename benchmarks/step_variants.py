@@ -1,0 +1,146 @@
+"""``train_step.py --device cpu|gpu``: one epoch per case through the data loader, aioflow's
+step variants beside PyTorch's, on the seed MLP and LeNet at batch 100 and 1000.
+
+Cases (each trains the model with SGD from fresh variables, one epoch of ``--images``
+random MNIST-shaped images through ``flow.data.Loader``, the same batches for every case):
+
+* ``aioflow eager``: no launch fusion, no CUDA graph (``flow.config.launch_fusion(False)``,
+  ``enable_cuda_graphs(False)``);
+* ``aioflow fused``: the launch fusions (compiler/launch_fusion.py), no CUDA graph;
+* ``aioflow graph``: fused and replayed from a captured CUDA graph (GPU only: on the CPU
+  there is nothing to capture, and the row says so);
+* ``torch eager`` and ``torch compile`` (``torch.compile(model, mode="reduce-overhead")``,
+  where it compiles here; its first steps, which compile, are left out of the figures).
+
+Per case: the median wall time of a step (a blocking call returning the loss on the host),
+images/s over the epoch, the host CPU time per step (process CPU time over the epoch's
+steps) and, on the GPU, the device time per step (CUDA events around each step's work).
+Launches per step of aioflow's plan are printed beside its rows.
+
+torch is imported lazily (not an aioflow dependency).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import aioflow as flow
+from aioflow import backends
+from aioflow.session import default_session
+from models import flow_jobs, torch_model
+
+WARMUP_STEPS = 3
+
+
+def _aioflow_train(model: str, batch: int, backend: str):
+    with backends.use(backend):
+        train, _ = flow_jobs(model, batch=batch)
+        compiled = train.compiled_for(default_session())   # for this backend, now
+    return train, compiled
+
+
+def aioflow_case(model, batch, device, variant):
+    """``(step(x, y), launches per step, device_ms() or None)`` for a variant."""
+    flow.config.launch_fusion(variant != "eager")
+    flow.config.enable_cuda_graphs(variant == "graph")
+    train, compiled = _aioflow_train(model, batch, "cupy" if device == "gpu" else "numpy")
+    if device != "gpu":
+        return train, compiled.plan.launches_per_step, None
+    gpu = compiled.backend.device
+    gpu.timings = []
+
+    def device_ms():
+        spans = [gpu.elapsed_ms(start, end) for start, end in gpu.timings[WARMUP_STEPS:]]
+        return statistics.median(spans) if spans else float("nan")
+    return train, compiled.plan.launches_per_step, device_ms
+
+
+def torch_case(model, device, compiled: bool):
+    import torch
+    net = torch_model(model)
+    if device == "gpu":
+        net = net.cuda()
+    forward = torch.compile(net, mode="reduce-overhead") if compiled else net
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    spans: list = []
+
+    def step(x, y):
+        x, y = torch.from_numpy(x), torch.from_numpy(y).long()
+        if device == "gpu":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            start.record()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(forward(x), y, reduction="none")
+        loss.mean().backward()
+        optimizer.step()
+        if device == "gpu":
+            end.record()
+            spans.append((start, end))
+        return loss.detach().cpu().numpy()
+
+    def device_ms():
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) for s, e in spans[WARMUP_STEPS:]]
+        return statistics.median(times) if times else float("nan")
+    return step, (device_ms if device == "gpu" else None)
+
+
+def run_epoch(step, images, labels, batch):
+    """(median ms per step, images/s, host CPU ms per step) of one epoch through the
+    loader, after ``WARMUP_STEPS`` steps on its first batch (compilation, capture)."""
+    for _ in range(WARMUP_STEPS):
+        step(images[:batch], labels[:batch])
+    times = []
+    wall, cpu = time.perf_counter(), time.process_time()
+    for x, y in flow.data.Loader((images, labels), batch_size=batch, shuffle=True, seed=0):
+        start = time.perf_counter()
+        step(x, y)
+        times.append(time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return (1000 * statistics.median(times), len(times) * batch / wall,
+            1000 * cpu / len(times))
+
+
+def main(args):
+    rng = np.random.default_rng(0)
+    images = rng.random((args.images, 1, 28, 28), dtype=np.float32)
+    labels = rng.integers(0, 10, args.images).astype(np.int32)
+    import torch
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    where = (torch.cuda.get_device_name() if args.device == "gpu"
+             else f"CPU, {args.threads} torch threads")
+    print(f"device: {where}; torch {torch.__version__}; {args.images} images per epoch "
+          "(random, MNIST's shape)")
+    print(f"{'model':6} {'batch':>5} {'case':15} {'median ms':>9} {'images/s':>9} "
+          f"{'host ms':>8} {'device ms':>9} {'launches':>8}")
+    for batch in args.batches:
+        for model in args.models:
+            for case in args.cases:
+                row = _measure(case, model, batch, args.device, images, labels)
+                print(f"{model:6} {batch:5} {case:15} {row}", flush=True)
+    flow.config.launch_fusion("auto")
+    flow.config.enable_cuda_graphs(True)
+
+
+def _measure(case, model, batch, device, images, labels) -> str:
+    launches, device_ms = "", None
+    try:
+        if case.startswith("aioflow"):
+            variant = case.split()[1]
+            if variant == "graph" and device != "gpu":
+                return "n/a: CUDA graphs need the GPU (nothing to capture on numpy)"
+            step, launches, device_ms = aioflow_case(model, batch, device, variant)
+        else:
+            step, device_ms = torch_case(model, device, compiled=case == "torch compile")
+        median, rate, host = run_epoch(step, images, labels, batch)
+    except Exception as exc:  # noqa: BLE001 - a case that cannot run here says why
+        return f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    on_device = f"{device_ms():9.2f}" if device_ms is not None else f"{'-':>9}"
+    return f"{median:9.2f} {rate:9.0f} {host:8.2f} {on_device} {launches!s:>8}"
+
+
+CASES = ("aioflow eager", "aioflow fused", "aioflow graph", "torch eager", "torch compile")
