@@ -3,6 +3,7 @@ test's fresh session gets its own)."""
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -49,6 +50,21 @@ def make_slow(seconds: float, form=tp.Numpy):
         return y
     slow.__annotations__["return"] = form
     return flow.global_function(type="predict")(slow), np.eye(n, dtype=np.float32)
+
+
+def ran_on(job) -> list:
+    """Names of the threads the job's plan runs on from now on, one a step (compiles the
+    job in the default session if needed)."""
+    from aioflow.session import default_session
+    compiled = job.compiled_for(default_session())
+    threads = []
+    real = compiled.plan.run
+
+    def recording(ctx, inputs):
+        threads.append(threading.current_thread().name)
+        return real(ctx, inputs)
+    compiled.plan.run = recording
+    return threads
 
 
 def reference_losses(steps: int, lr=0.1):

@@ -11,7 +11,7 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow.session import default_session
 
-from .jobs import X, Y, make_slow, make_train, reference_losses
+from .jobs import X, Y, make_slow, make_train, ran_on, reference_losses
 
 
 @pytest.fixture(autouse=True)
@@ -21,19 +21,6 @@ def fresh_session():
     yield
     flow.config.inline_callback_ms(before)
     flow.clear_default_session()
-
-
-def _ran_on(job) -> list:
-    """Names of the threads the job's plan runs on from now on, one a step."""
-    compiled = job.compiled_for(default_session())
-    threads = []
-    real = compiled.plan.run
-
-    def recording(ctx, inputs):
-        threads.append(threading.current_thread().name)
-        return real(ctx, inputs)
-    compiled.plan.run = recording
-    return threads
 
 
 def _callback_losses(train, steps):
@@ -47,9 +34,9 @@ def _callback_losses(train, steps):
 def test_short_callback_steps_run_in_the_calling_thread_with_the_blocking_losses():
     expected = reference_losses(6)
     train = make_train(tp.Callback[tp.Numpy])
-    threads = _ran_on(train)
+    threads = ran_on(train)
     np.testing.assert_allclose(_callback_losses(train, 6), expected, rtol=1e-6)
-    # compiled by _ran_on, and tiny: every step runs here (a larger job's first step is
+    # compiled by ran_on, and tiny: every step runs here (a larger job's first step is
     # queued, its time not known yet)
     assert threads == [threading.current_thread().name] * 6
 
@@ -58,7 +45,7 @@ def test_zero_budget_queues_every_callback_step():
     expected = reference_losses(4)
     flow.config.inline_callback_ms(0)
     train = make_train(tp.Callback[tp.Numpy])
-    threads = _ran_on(train)
+    threads = ran_on(train)
     np.testing.assert_allclose(_callback_losses(train, 4), expected, rtol=1e-6)
     assert threads == ["aioflow-compute"] * 4
 
@@ -73,7 +60,7 @@ def test_the_old_api_get_runs_short_steps_here_too():
         loss = flow.nn.sparse_softmax_cross_entropy_with_logits(flow.identity(y), logits)
         flow.optimizer.SGD(0.1, momentum=0).minimize(loss)
         return loss
-    threads = _ran_on(train)
+    threads = ran_on(train)
     losses = [float(train(X, Y).get().mean()) for _ in range(4)]
     np.testing.assert_allclose(losses, expected, rtol=1e-6)
     assert threads == [threading.current_thread().name] * 4
@@ -148,7 +135,7 @@ def test_a_larger_job_queues_its_first_step_then_runs_short_ones_here():
     compiled = mlp.compiled_for(default_session())
     assert not compiled._tiny and compiled.step_seconds is not None
     flow.config.inline_callback_ms(1e3)       # whatever this machine's step takes
-    threads = _ran_on(mlp)
+    threads = ran_on(mlp)
     for _ in range(3):
         mlp(x)(got.append)
     flow.sync_default_session()
