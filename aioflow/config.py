@@ -14,7 +14,7 @@ from __future__ import annotations
 _settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
              "pipeline_depth": 2, "fusion": True, "memory_plan": True,
              "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True,
-             "await_on_loop_ms": 2.0, "inline_callback_ms": 2.0,
+             "await_on_loop_ms": 5.0, "inline_callback_ms": 10.0,
              "check_finite_inputs": True, "skip_nonfinite_steps": True,
              "collective_timeout": 300.0, "launch_fusion": "auto", "cuda_graphs": True}
 _watchers: dict[str, list] = {}
@@ -113,38 +113,40 @@ def pipeline_depth(depth: int) -> None:
     _set("pipeline_depth", depth)
 
 
-def await_on_loop_ms(ms: float = 2.0) -> None:
-    """An awaited step that recently ran in at most ``ms`` milliseconds (default 2) runs
+def await_on_loop_ms(ms: float = 5.0) -> None:
+    """An awaited step that recently ran in at most ``ms`` milliseconds (default 5) runs
     on the awaiting event loop itself when no other step is in flight, instead of on the
     compute thread; a step that touches at most 64 KiB always may. 0 keeps every step off
     the loop.
 
     Why: handing a step to the compute thread and waking the loop afterwards costs two
-    thread wake-ups (~100-150 us on a 2-core VM), a tenth of a 1 ms step. The loop is
-    not held longer than it already waits for the GIL while a step runs on the compute
-    thread (up to ``sys.getswitchinterval()``, 5 ms).
+    thread wake-ups, and the step shares the cores with them: queued, the seed MLP's
+    awaited steps ran 1.13-1.15x the blocking ones on a 2-core VM, on the loop 1.01x. The
+    loop is not held much longer than it already waits for the GIL while a step runs on
+    the compute thread (up to ``sys.getswitchinterval()``, 5 ms).
 
     >>> await_on_loop_ms(0)     # a server that never runs a step on its loop
-    >>> await_on_loop_ms(2.0)
+    >>> await_on_loop_ms(5.0)
     """
     _settings["await_on_loop_ms"] = _milliseconds("await_on_loop_ms", ms)
 
 
-def inline_callback_ms(ms: float = 2.0) -> None:
+def inline_callback_ms(ms: float = 10.0) -> None:
     """A ``-> tp.Callback`` (or unannotated, old-API) job called from plain code whose
-    steps recently ran in at most ``ms`` milliseconds (default 2) runs its step in the
-    calling thread, once the steps before it finished, instead of on the compute thread;
-    its callback still runs later, on the delivery thread, in call order. 0 queues every
-    such step.
+    steps recently ran in at most ``ms`` milliseconds (default 10) runs its step in the
+    calling thread, once the steps before it finished, when the caller did next to
+    nothing between its last two calls (at most a tenth of a step, plus 50 us); its
+    callback still runs later, on the delivery thread, in call order. 0 queues every such
+    step.
 
-    Why: on a 2-core machine a queued short step shares the cores with the caller
-    preparing the next call and the delivery thread, and runs 5-20% slower than the same
-    step called inline, which is more than a step of at most 2 ms gains by overlapping
-    with the caller. Longer steps (LeNet's ~25 ms) stay queued and overlap the caller's
-    data loading.
+    Why: with nothing to overlap, a queued step only loses: on a 2-core machine it shares
+    the cores with the caller preparing the next call and with the delivery thread, and
+    the seed MLP's Callback steps ran 1.10-1.12x the blocking ones queued, 1.03x in the
+    calling thread. A caller that loads its next batch between calls keeps its steps
+    queued, overlapping that loading; steps above ``ms`` (LeNet's) always are.
 
     >>> inline_callback_ms(0)   # every Callback step on the compute thread
-    >>> inline_callback_ms(2.0)
+    >>> inline_callback_ms(10.0)
     """
     _settings["inline_callback_ms"] = _milliseconds("inline_callback_ms", ms)
 

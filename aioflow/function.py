@@ -136,8 +136,12 @@ class JobFunction:
             known = session.compiled.get(id(self))
             if known is None:
                 private = True
-            elif not (known.fits_inline and not foreign and running_loop() is None):
+            elif foreign or running_loop() is not None:
                 private = known.private_copy
+            else:
+                known.note_caller_arrived()
+                if not known.fits_inline:
+                    private = known.private_copy
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
         compiled = self.compiled_for(session)
@@ -213,6 +217,14 @@ class CompiledJob:
             from .runtime.graph_capture import CapturedStep
             self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
         self.step_seconds: float | None = None   # running average of measured steps
+        # The time a plain-code caller of the Callback (or old-API) form spent on its own
+        # between its last two calls (loading the next batch...): what a queued step would
+        # overlap (fits_inline). From a call's return to the next call, less the time spent
+        # waiting in .get() for a step. The latest gap, not an average: a loop that
+        # starts or stops loading between calls is followed at once.
+        self.caller_seconds: float | None = None
+        self._returned_at: float | None = None
+        self._waited = 0.0
         # function_config.pipeline_depth: this job's calls are admitted only while fewer
         # steps are in flight (None: the session's depth alone).
         self.depth_limit = job.config.pipeline_depth()
@@ -282,8 +294,30 @@ class CompiledJob:
     def fits_inline(self) -> bool:
         """Whether a Callback (or old-API) call's step from plain code runs in the calling
         thread once the steps before it finished: a tiny plan, or steps that lately took at
-        most ``flow.config.inline_callback_ms``."""
-        return self._short_enough(config.get("inline_callback_ms"))
+        most ``flow.config.inline_callback_ms`` while the caller did next to nothing
+        between calls (at most a tenth of a step, plus 50 us): with nothing to overlap,
+        a queued step only loses, to the thread hand-offs and to the caller and the
+        delivery thread taking cores from it."""
+        if not self._short_enough(config.get("inline_callback_ms")):
+            return False
+        gap = self.caller_seconds
+        return self._tiny or (gap is not None and gap <= 0.1 * self.step_seconds + 50e-6)
+
+    def note_caller_arrived(self) -> None:
+        """A plain-code Callback (or old-API) call begins: measure the caller's own time
+        since the previous one returned."""
+        returned = self._returned_at
+        if returned is not None:
+            self.caller_seconds = max(0.0, time.perf_counter() - returned - self._waited)
+            self._returned_at = None
+        self._waited = 0.0
+
+    def note_call_returned(self) -> None:
+        self._returned_at = time.perf_counter()
+
+    def note_caller_waited(self, seconds: float) -> None:
+        """The caller waited ``seconds`` for a step's result (``.get()``): not its own time."""
+        self._waited += seconds
 
     def _short_enough(self, budget_ms: float) -> bool:
         if not (self._loop_capable and budget_ms > 0):

@@ -1,12 +1,14 @@
 """A finer A/B of the MLP train step: inline blocking vs Callback vs await, in one process.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/forms_ab.py \\
-        [--rounds 30] [--steps 40] [--await-on-loop-ms 2]
+        [--rounds 30] [--steps 40] [--await-on-loop-ms MS] [--inline-callback-ms MS]
 
-Rounds interleave the three forms (each awaited round in its own ``asyncio.run``), with a
-short pause after each; prints ms per step and the median and quartiles of the per-round
-ratio to the inline form. ``--await-on-loop-ms`` sets ``flow.config.await_on_loop_ms``
-(0: every awaited step goes through the compute thread).
+Rounds interleave the forms (each awaited round in its own ``asyncio.run``), with a short
+pause after each; prints ms per step and the median and quartiles of the per-round ratio
+to the inline form. The forms run as configured (``--await-on-loop-ms`` and
+``--inline-callback-ms`` set ``flow.config``'s knobs; default: their defaults), and once
+more with both knobs at 0, every step through the compute thread ("queued"): the A/B of
+running short steps in the caller.
 """
 from __future__ import annotations
 
@@ -26,9 +28,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--await-on-loop-ms", type=float, default=2.0)
+    parser.add_argument("--await-on-loop-ms", type=float, default=None)
+    parser.add_argument("--inline-callback-ms", type=float, default=None)
     args = parser.parse_args()
-    flow.config.await_on_loop_ms(args.await_on_loop_ms)
+    if args.await_on_loop_ms is not None:
+        flow.config.await_on_loop_ms(args.await_on_loop_ms)
+    if args.inline_callback_ms is not None:
+        flow.config.inline_callback_ms(args.inline_callback_ms)
+    configured = (flow.config.get("await_on_loop_ms"), flow.config.get("inline_callback_ms"))
     rng = np.random.default_rng(0)
     x = rng.random((BATCH, 1, 28, 28), dtype=np.float32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
@@ -59,7 +66,19 @@ def main():
                 await blocking(x, y)
         asyncio.run(run())
 
-    cases = {"inline": inline, "Callback": callback, "await": awaited}
+    def queued(run):
+        def with_knobs_at_zero():
+            flow.config.await_on_loop_ms(0)
+            flow.config.inline_callback_ms(0)
+            try:
+                run()
+            finally:
+                flow.config.await_on_loop_ms(configured[0])
+                flow.config.inline_callback_ms(configured[1])
+        return with_knobs_at_zero
+
+    cases = {"inline": inline, "Callback": callback, "await": awaited,
+             "Callback queued": queued(callback), "await queued": queued(awaited)}
     for run in cases.values():   # compile, warm up, measure the awaited step's time
         run()
         run()
@@ -73,7 +92,7 @@ def main():
     for name, values in samples.items():
         ratios = [v / b for v, b in zip(values, samples["inline"])]
         low, _, high = statistics.quantiles(ratios)
-        print(f"mlp {name:9} {statistics.median(values):6.3f} ms  vs inline "
+        print(f"mlp {name:15} {statistics.median(values):6.3f} ms  vs inline "
               f"{statistics.median(ratios):.3f} [quartiles {low:.2f}-{high:.2f}]", flush=True)
 
 

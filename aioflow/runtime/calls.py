@@ -49,6 +49,8 @@ def call_job(job, compiled, arrays, copied: bool = False):
             step.arrays = [compiled.private_copy(a) for a in arrays]
         pipeline.admission.acquire(compiled.depth_limit)
         pipeline.enqueue(step)
+    if loop is None:
+        compiled.note_call_returned()
     if spec.callback:
         return CallbackRegistrar(job.__name__, slot)
     return LegacyResult(step.future, compiled, job.__name__, slot)

@@ -18,6 +18,7 @@ import functools
 import inspect
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import Future
 
@@ -240,6 +241,10 @@ class LegacyResult:
         if not self._slot.registered:
             self._slot.taken = True
             self._slot.register(None)
+        if not self._future.done():
+            start = time.perf_counter()
+            self._future.result()
+            self._compiled.note_caller_waited(time.perf_counter() - start)
         return deliver_result(self._compiled, self._future.result())
 
     def async_get(self, callback) -> None:
