@@ -86,8 +86,12 @@ class Admission:
         self._lock = threading.Lock()
         self._waiters: collections.deque[tuple[Future, int | None]] = collections.deque()
 
+    def places(self, limit: int | None) -> int:
+        """How many places an acquisition with ``limit`` may find taken, its own excluded."""
+        return self.depth if limit is None else min(self.depth, limit)
+
     def _room(self, limit: int | None) -> bool:
-        return self.in_use < (self.depth if limit is None else min(self.depth, limit))
+        return self.in_use < self.places(limit)
 
     def _take(self, limit: int | None) -> bool:
         """Take a place if there is room and nobody waits ahead (lock held)."""
@@ -318,8 +322,7 @@ class Pipeline:
         with self._steps_finished:
             while self._unfinished:
                 self._steps_finished.wait()
-        limit = self.admission.depth if compiled.depth_limit is None else min(
-            self.admission.depth, compiled.depth_limit)
+        limit = self.admission.places(compiled.depth_limit)
         with self._delivered:
             while self._undelivered >= limit:
                 self._delivered.wait()

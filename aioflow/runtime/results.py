@@ -178,7 +178,7 @@ def deliver_result(compiled, outputs):
         first = len(outputs) - len(handlers)
         for handler, value in zip(handlers, outputs[first:]):
             handler(value)
-    return rebuild_result(compiled.template, trim(getattr(compiled, "dynamic_outputs", ()), outputs))
+    return rebuild_result(compiled.template, trim(compiled.dynamic_outputs, outputs))
 
 
 def invoke(slot: CallbackSlot, callback, future: Future, compiled, job_name) -> None:
@@ -241,11 +241,11 @@ class LegacyResult:
         if not self._slot.registered:
             self._slot.taken = True
             self._slot.register(None)
-        if not self._future.done():
-            start = time.perf_counter()
-            self._future.result()
-            self._compiled.note_caller_waited(time.perf_counter() - start)
-        return deliver_result(self._compiled, self._future.result())
+        start = time.perf_counter()
+        outputs = self._future.result()
+        # Waiting for the step is not the caller's own time (CompiledJob.fits_inline).
+        self._compiled.note_caller_waited(time.perf_counter() - start)
+        return deliver_result(self._compiled, outputs)
 
     def async_get(self, callback) -> None:
         """Call ``callback(result)`` once the step finished, in call order."""
