@@ -43,6 +43,19 @@ def _layer_name(name, default):
     return default if count == 0 else f"{default}_{count}"
 
 
+def _bias_then_activation(out, units, dtype, name, use_bias, bias_name, bias_initializer,
+                          trainable, bias_regularizer, activation, data_format=None):
+    """The tail every weight layer shares: an optional bias ``<name>-bias`` (``bias_name``
+    if given; zeros unless ``bias_initializer``) added over ``units`` channels, then the
+    activation."""
+    if use_bias:
+        bias = _variable(bias_name or f"{name}-bias", (units,), dtype,
+                         bias_initializer or init.zeros_initializer(), trainable,
+                         bias_regularizer)
+        out = bias_add(out, bias, data_format=data_format, name=f"{name}-bias_add")
+    return activation(out) if activation is not None else out
+
+
 def _variable(name, shape, dtype, initializer, trainable, regularizer=None):
     return get_variable(name, shape=shape, dtype=dtype, initializer=initializer,
                         regularizer=regularizer, trainable=trainable)
@@ -69,13 +82,8 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
                        kernel_initializer or init.glorot_uniform_initializer(), trainable,
                        kernel_regularizer)
     out = matmul(x, weight, transpose_b=True, name=f"{name}-matmul")
-    if use_bias:
-        bias = _variable(f"{name}-bias", (units,), inputs.dtype,
-                         bias_initializer or init.zeros_initializer(), trainable,
-                         bias_regularizer)
-        out = bias_add(out, bias, name=f"{name}-bias_add")
-    if activation is not None:
-        out = activation(out)
+    out = _bias_then_activation(out, units, inputs.dtype, name, use_bias, None,
+                                bias_initializer, trainable, bias_regularizer, activation)
     if inputs.ndim != 2:
         out = reshape(out, lead + (units,))
     return out
@@ -105,14 +113,8 @@ def conv2d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
                        trainable, kernel_regularizer)
     out = _conv2d(inputs, weight, strides=strides, padding=padding, data_format=data_format,
                   dilations=dilation_rate, groups=groups, name=f"{name}-conv")
-    if use_bias:
-        bias = _variable(bias_name or f"{name}-bias", (filters,), inputs.dtype,
-                         bias_initializer or init.zeros_initializer(), trainable,
-                         bias_regularizer)
-        out = bias_add(out, bias, name=f"{name}-bias_add")
-    if activation is not None:
-        out = activation(out)
-    return out
+    return _bias_then_activation(out, filters, inputs.dtype, name, use_bias, bias_name,
+                                 bias_initializer, trainable, bias_regularizer, activation)
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=True,
@@ -220,15 +222,9 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
                        trainable, kernel_regularizer)
     out = _conv1d(inputs, weight, strides=strides, padding=padding, data_format=data_format,
                   dilations=dilation_rate, groups=groups, name=f"{name}-conv")
-    if use_bias:
-        bias = _variable(bias_name or f"{name}-bias", (filters,), inputs.dtype,
-                         bias_initializer or init.zeros_initializer(), trainable,
-                         bias_regularizer)
-        out = bias_add(out, bias, data_format="NWC" if data_format.upper() == "NWC" else None,
-                       name=f"{name}-bias_add")
-    if activation is not None:
-        out = activation(out)
-    return out
+    return _bias_then_activation(out, filters, inputs.dtype, name, use_bias, bias_name,
+                                 bias_initializer, trainable, bias_regularizer, activation,
+                                 "NWC" if data_format.upper() == "NWC" else None)
 
 
 from .layers_more import (batch_normalization_add_relu, batch_normalization_relu,  # noqa: E402,F401

@@ -19,8 +19,7 @@ import numpy as np
 
 from . import initializers as init
 from .ir import Blob
-from .layers import _layer_name, _variable, batch_normalization
-from .nn import bias_add
+from .layers import _bias_then_activation, _layer_name, _variable, batch_normalization
 
 __all__ = ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
            "layer_norm_grad", "layer_norm_param_grad"]
@@ -53,13 +52,9 @@ def conv3d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
                        trainable, kernel_regularizer)
     out = _conv3d(inputs, weight, strides, padding, data_format=data_format,
                   dilations=dilation_rate, groups=groups, name=f"{name}-conv")
-    if use_bias:
-        bias = _variable(bias_name or f"{name}-bias", (filters,), inputs.dtype,
-                         bias_initializer or init.zeros_initializer(), trainable,
-                         bias_regularizer)
-        out = bias_add(out, bias, data_format="NDHWC" if last else None,
-                       name=f"{name}-bias_add")
-    return activation(out) if activation is not None else out
+    return _bias_then_activation(out, filters, inputs.dtype, name, use_bias, bias_name,
+                                 bias_initializer, trainable, bias_regularizer, activation,
+                                 "NDHWC" if last else None)
 
 
 def batch_normalization_add_relu(inputs, addend=None, axis=-1, momentum=0.99, epsilon=0.001,
