@@ -223,6 +223,9 @@ class CompiledJob:
         # waiting in .get() for a step. The latest gap, not an average: a loop that
         # starts or stops loading between calls is followed at once.
         self.caller_seconds: float | None = None
+        # Running average of this job's plain-code callbacks (with the watch handlers and
+        # the result's conversion): short ones run in the caller's thread (delivers_here).
+        self.callback_seconds: float | None = None
         self._returned_at: float | None = None
         self._waited = 0.0
         # function_config.pipeline_depth: this job's calls are admitted only while fewer
@@ -302,6 +305,20 @@ class CompiledJob:
             return False
         gap = self.caller_seconds
         return self._tiny or (gap is not None and gap <= 0.1 * self.step_seconds + 50e-6)
+
+    @property
+    def delivers_here(self) -> bool:
+        """Whether a callback whose step ran in the caller's thread may run there too
+        (``Pipeline.deliver_here``): this job's callbacks lately took at most a tenth of a
+        step plus 50 us, about what handing one to the delivery thread costs. A longer
+        callback goes to the delivery thread, where it overlaps the caller's next step."""
+        spent = self.callback_seconds
+        return spent is None or spent <= 0.1 * (self.step_seconds or 0.0) + 50e-6
+
+    def note_callback_time(self, seconds: float) -> None:
+        average = self.callback_seconds
+        self.callback_seconds = seconds if average is None else (
+            average + _STEP_TIME_WEIGHT * (seconds - average))
 
     def note_caller_arrived(self) -> None:
         """A plain-code Callback (or old-API) call begins: measure the caller's own time

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from .pipeline import NOT_RUN
 from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
@@ -64,16 +65,20 @@ def _with_feeds(compiled, arrays) -> list:
 
 
 def _delivery(pipeline, loop, compiled, job_name, step):
-    """Where callbacks of this call run: the caller's loop, or the delivery thread."""
+    """Where callbacks of this call run: the caller's loop; in plain code the delivery
+    thread, or right here if the step already ran in this thread and this job's
+    callbacks are short (``CompiledJob.delivers_here``, ``Pipeline.deliver_here``)."""
     def deliver(slot, callback, future) -> None:
         def thunk() -> None:
+            start = time.perf_counter()
             try:
                 invoke(slot, callback, future, compiled, job_name)
             finally:
+                compiled.note_callback_time(time.perf_counter() - start)
                 pipeline.release_held(step)
         if loop is not None:
             pipeline.deliver_on_loop(loop, thunk)
-        else:
+        elif not (compiled.delivers_here and pipeline.deliver_here(step, thunk)):
             pipeline.deliver_on_thread(thunk)
 
     return deliver

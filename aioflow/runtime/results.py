@@ -197,7 +197,9 @@ def invoke(slot: CallbackSlot, callback, future: Future, compiled, job_name) -> 
         result = deliver_result(compiled, future.result())
         if callback is not None:
             callback(result)
-    except BaseException as cb_exc:  # reported, never stops later deliveries
+    except Exception as cb_exc:  # reported, never stops later deliveries
+        # (A KeyboardInterrupt or SystemExit goes on: the delivery thread reports it too;
+        # a callback run in the caller's thread hands it to the caller, like its Ctrl-C.)
         session.report_error(cb_exc, "a callback")
 
 

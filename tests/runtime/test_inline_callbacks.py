@@ -209,3 +209,110 @@ def test_the_rule_weighs_the_callers_own_time_against_a_tenth_of_the_step():
     assert not compiled.fits_inline
     compiled.step_seconds, compiled.caller_seconds = 0.011, 0.0   # over the budget
     assert not compiled.fits_inline
+
+
+# -- callbacks of steps that ran in the caller's thread (Pipeline.deliver_here) -----------
+
+def _compiled_train():
+    """A Callback train job whose first (queued) step ran: later steps run here."""
+    train = make_train(tp.Callback[tp.Numpy])
+    train(X, Y)(lambda loss: None)
+    flow.sync_default_session()
+    return train
+
+
+def test_a_short_callback_of_a_step_run_here_runs_here_before_the_registration_returns():
+    expected = reference_losses(5)[1:]
+    train = _compiled_train()
+    seen = []
+    for i in range(4):
+        train(X, Y)(lambda loss: seen.append((threading.current_thread().name,
+                                              float(loss.mean()))))
+        assert len(seen) == i + 1       # it ran during the registration
+    flow.sync_default_session()
+    assert [name for name, _ in seen] == [threading.current_thread().name] * 4
+    np.testing.assert_allclose([v for _, v in seen], expected, rtol=1e-6)
+
+
+def test_a_callback_waits_its_turn_behind_callbacks_pending_on_the_delivery_thread():
+    train = _compiled_train()
+    order, release = [], threading.Event()
+    slow, eye = make_slow(0.002, form=tp.Callback[tp.Numpy])
+    # A queued step (first call) whose callback blocks the delivery thread until released.
+    slow(eye)(lambda y: (release.wait(10), order.append(("slow", threading.current_thread().name))))
+    train(X, Y)(lambda loss: order.append(("train", threading.current_thread().name)))
+    assert order == []                  # not run ahead of the pending callback
+    release.set()
+    flow.sync_default_session()
+    assert order == [("slow", "aioflow-delivery"), ("train", "aioflow-delivery")]
+
+
+def test_slow_callbacks_go_back_to_the_delivery_thread_where_they_overlap_the_caller():
+    train = _compiled_train()
+    names = []
+
+    def slow_callback(loss):
+        names.append(threading.current_thread().name)
+        time.sleep(0.01)               # far above a tenth of this tiny step + 50 us
+    for _ in range(4):
+        train(X, Y)(slow_callback)
+    flow.sync_default_session()
+    # the first ran here (nothing known of this job's callbacks yet), then it was measured
+    assert names[0] == threading.current_thread().name
+    assert names[1:] == ["aioflow-delivery"] * 3
+    assert not train.compiled_for(default_session()).delivers_here
+
+
+def test_inside_a_callback_run_here_the_delivery_threads_refusals_hold():
+    train = _compiled_train()
+    errors = []
+
+    def calls_back_in(loss):
+        for attempt in (lambda: train(X, Y), flow.sync_default_session):
+            try:
+                attempt()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+    train(X, Y)(calls_back_in)
+    flow.sync_default_session()
+    assert len(errors) == 2 and all("inside an aioflow callback" in e for e in errors)
+    # and the job goes on, its callbacks here again
+    seen = []
+    train(X, Y)(lambda loss: seen.append(threading.current_thread().name))
+    assert seen == [threading.current_thread().name]
+
+
+def test_an_error_in_a_callback_run_here_is_reported_at_sync_and_the_next_ones_run():
+    train = _compiled_train()
+    seen = []
+    train(X, Y)(lambda loss: 1 / 0)
+    train(X, Y)(lambda loss: seen.append(float(loss.mean())))
+    with pytest.raises(ZeroDivisionError):
+        flow.sync_default_session()
+    assert len(seen) == 1
+
+
+def test_ctrl_c_in_a_callback_run_here_reaches_the_caller_and_loses_nothing():
+    train = _compiled_train()
+
+    def interrupted(loss):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        train(X, Y)(interrupted)
+    flow.sync_default_session()       # nothing left pending: returns
+    seen = []
+    train(X, Y)(lambda loss: seen.append(float(loss.mean())))
+    flow.sync_default_session()
+    np.testing.assert_allclose(seen, reference_losses(3)[2:], rtol=1e-6)
+
+
+def test_a_callback_registered_from_another_thread_runs_on_the_delivery_thread():
+    train = _compiled_train()
+    registrar = train(X, Y)
+    names = []
+    other = threading.Thread(
+        target=lambda: registrar(lambda loss: names.append(threading.current_thread().name)))
+    other.start()
+    other.join()
+    flow.sync_default_session()
+    assert names == ["aioflow-delivery"]

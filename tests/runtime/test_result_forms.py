@@ -30,7 +30,9 @@ def test_callback_form_matches_blocking_form_in_order():
     np.testing.assert_allclose([v for _, v in seen], expected, rtol=1e-6)
 
 
-def test_callbacks_run_on_delivery_thread_not_caller():
+def test_a_queued_steps_callback_runs_on_the_delivery_thread_not_the_caller():
+    # (a job's first call is queued: not compiled before it. A short callback of a step
+    # run in the caller's thread runs there: tests/runtime/test_inline_callbacks.py)
     train = make_train(tp.Callback[tp.Numpy])
     threads = []
     train(X, Y)(lambda _: threads.append(threading.current_thread().name))
