@@ -5,8 +5,9 @@ Called inside a job function, they register a handler for a blob of the job. The
 value (or, in a train job, the gradient of the loss with respect to it) becomes a hidden
 output of the step; when the step's result is handed over, the handlers receive those
 values as numpy arrays, in the order they were registered, where the result is delivered:
-in the calling thread for a blocking call, on the awaiting loop for ``await``, on the
-delivery thread (or the caller's loop) before the callback of the Callback form. A
+in the calling thread for a blocking call, on the awaiting loop for ``await``, and just
+before the callback of the Callback form, where it runs (the delivery thread, the caller's
+loop, or the calling thread for a short callback of a step run there). A
 handler runs once per step, whether or not the step's result is used.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp

@@ -82,17 +82,26 @@ def test_the_gradient_agrees_with_central_differences():
     np.testing.assert_allclose(diff, numeric, rtol=1e-4, atol=1e-6)
 
 
-def test_callback_form_handlers_run_before_the_callback_on_the_delivery_thread():
-    seen, where = [], []
+@pytest.mark.parametrize("inline_callback_ms", [0, 10])
+def test_callback_form_handlers_run_before_the_callback_in_its_thread(inline_callback_ms):
+    # 0: every step queued, its callback on the delivery thread; 10 (the default): this
+    # tiny job's steps run in the calling thread, and so do their short callbacks
+    before = flow.config.get("inline_callback_ms")
+    flow.config.inline_callback_ms(inline_callback_ms)
+    try:
+        seen, where = [], []
 
-    def note(_):
-        where.append(threading.current_thread().name)
-    train = _train(seen, form=tp.Callback[tp.Numpy],
-                   extra=lambda x, logits: flow.watch(x, note))
-    train(X, Y)(lambda loss: seen.append(("callback", loss)))
-    flow.sync_default_session()
+        def note(_):
+            where.append(threading.current_thread().name)
+        train = _train(seen, form=tp.Callback[tp.Numpy],
+                       extra=lambda x, logits: flow.watch(x, note))
+        train(X, Y)(lambda loss: (seen.append(("callback", loss)), note(loss)))
+        flow.sync_default_session()
+    finally:
+        flow.config.inline_callback_ms(before)
     assert [name for name, _ in seen] == ["logits", "d logits", "callback"]
-    assert where == ["aioflow-delivery"]
+    expected = "aioflow-delivery" if inline_callback_ms == 0 else threading.current_thread().name
+    assert where == [expected, expected]
 
 
 async def test_awaited_steps_deliver_on_the_loop_in_order():
