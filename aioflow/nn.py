@@ -148,10 +148,10 @@ def resolve_padding(padding, in_hw, kernel_hw, strides, dilations, op_name):
         mode = padding.upper()
         if mode == "VALID":
             return ((0, 0), (0, 0))
-        if mode in ("SAME", "SAME_UPPER"):
+        if mode == "SAME_UPPER":
             return tuple(same_padding(i, k, s, d) for i, k, s, d in
                          zip(in_hw, kernel_hw, strides, dilations))
-        if mode == "SAME_LOWER":
+        if mode in ("SAME", "SAME_LOWER"):   # OneFlow: "SAME" is "SAME_LOWER"
             return tuple(tuple(reversed(same_padding(i, k, s, d))) for i, k, s, d in
                          zip(in_hw, kernel_hw, strides, dilations))
         raise ValueError(f"{op_name}: padding must be 'SAME', 'VALID' or explicit pads, got "

@@ -517,18 +517,21 @@ case("leaky_relu", lambda x: flow.nn.leaky_relu(x, alpha=0.1),
 # convolution and pooling (NCHW data, OIHW weights) ------------------------------------------
 
 
-def _same_pads(size, k, s, d=1):
-    """TensorFlow's SAME: output ceil(size / s), the odd pixel of padding at the end."""
+def _same_pads(size, k, s, d=1, extra_first=True):
+    """SAME: output ceil(size / s). OneFlow's "SAME" is its "SAME_LOWER": an odd pixel of
+    padding goes first; "SAME_UPPER" (TensorFlow's SAME) puts it at the end."""
     out = -(-size // s)
     total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    return (total // 2, total - total // 2)
+    small, large = total // 2, total - total // 2
+    return (large, small) if extra_first else (small, large)
 
 
 def _pads_of(padding, hw, khw, strides, dilations):
     if padding == "VALID":
         return ((0, 0), (0, 0))
-    if padding == "SAME":
-        return tuple(_same_pads(*a) for a in zip(hw, khw, strides, dilations))
+    if padding in ("SAME", "SAME_LOWER", "SAME_UPPER"):
+        return tuple(_same_pads(*a, extra_first=padding != "SAME_UPPER")
+                     for a in zip(hw, khw, strides, dilations))
     return tuple(tuple(p) for p in padding[2:])
 
 
@@ -564,6 +567,8 @@ CONV = [  # id, x shape, w shape, strides, padding, dilations, groups
     ("16-channels-row-shift", (1, 16, 4, 4), (2, 16, 2, 2), 1, "VALID", 1, 1),
     ("row-shift-stride2-dilated", (1, 8, 7, 7), (2, 8, 3, 5), 2, "SAME", (1, 2), 1),
     ("row-shift-groups", (1, 16, 4, 4), (4, 8, 2, 4), (1, 2), "SAME", 1, 2),
+    ("same-upper-stride2", (1, 3, 6, 5), (2, 3, 3, 3), 2, "SAME_UPPER", 1, 1),
+    ("same-lower-even-kernel", (1, 2, 5, 4), (2, 2, 2, 2), 1, "SAME_LOWER", 1, 1),
 ]
 
 
@@ -626,6 +631,7 @@ POOL = [  # id, x shape, ksize, strides, padding
     ("2x2-stride1-overlap", (1, 2, 4, 5), 2, 1, "VALID"),
     ("2x3-stride-1x2-same", (1, 2, 5, 6), (2, 3), (1, 2), "SAME"),
     ("3x3-stride3-same", (1, 1, 7, 7), 3, 3, "SAME"),
+    ("2x3-stride-1x2-same-upper", (1, 2, 5, 6), (2, 3), (1, 2), "SAME_UPPER"),
 ]
 for _kind, _fn in [("max", flow.nn.max_pool2d), ("avg", flow.nn.avg_pool2d)]:
     for _id, _xs, _k, _st, _pad in POOL:
