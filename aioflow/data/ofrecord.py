@@ -32,7 +32,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 __all__ = ["messages", "make_record", "parse_record", "write_records", "read_records",
-           "write_ofrecord", "part_paths", "encode_image", "OFRecordWriter"]
+           "write_ofrecord", "part_paths", "encode_image", "OFRecordWriter",
+           "consecutive_parts"]
 
 _LENGTH = struct.Struct("<q")
 # feature kind -> (field number, element type, packed)
@@ -197,14 +198,22 @@ def write_ofrecord(data_dir, records: Iterable, data_part_num: int = 1,
     bools and Python ints (int32_list). Returns the part files' paths."""
     records = list(records)
     paths = part_paths(data_dir, data_part_num, part_name_prefix, part_name_suffix_length)
-    if len(records) < data_part_num:
-        raise ValueError(f"write_ofrecord: {len(records)} records cannot fill "
-                         f"{data_part_num} part files")
+    parts = consecutive_parts(records, data_part_num, "write_ofrecord")
     os.makedirs(os.fspath(data_dir), exist_ok=True)
-    bounds = np.linspace(0, len(records), data_part_num + 1).round().astype(int)
-    for path, start, stop in zip(paths, bounds[:-1], bounds[1:]):
-        write_records(path, records[start:stop])
+    for path, part in zip(paths, parts):
+        write_records(path, part)
     return paths
+
+
+def consecutive_parts(records: list, parts: int, what: str) -> list[list]:
+    """``records`` cut into ``parts`` runs of consecutive records whose sizes differ by
+    at most one (the part files of a data set)."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"{what}: the number of files must be a positive int, got {parts!r}")
+    if len(records) < parts:
+        raise ValueError(f"{what}: {len(records)} records cannot fill {parts} part files")
+    bounds = np.linspace(0, len(records), parts + 1).round().astype(int)
+    return [records[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
 
 
 class OFRecordWriter:
