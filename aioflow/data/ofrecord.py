@@ -31,9 +31,10 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .record_files import RecordFileWriter, consecutive_parts, write_file
+
 __all__ = ["messages", "make_record", "parse_record", "write_records", "read_records",
-           "write_ofrecord", "part_paths", "encode_image", "OFRecordWriter",
-           "consecutive_parts"]
+           "write_ofrecord", "part_paths", "encode_image", "OFRecordWriter"]
 
 _LENGTH = struct.Struct("<q")
 # feature kind -> (field number, element type, packed)
@@ -139,19 +140,15 @@ def parse_record(data: bytes):
 def write_records(path, records: Iterable) -> int:
     """Write ``records`` (OFRecord messages, or dicts for ``make_record``) to one part file;
     returns how many. The file appears whole: written to a temporary name, then renamed."""
-    path = os.fspath(path)
-    count = 0
-    partial = path + ".partial"
-    with open(partial, "wb") as out:
-        for record in records:
-            if isinstance(record, dict):
-                record = make_record(record)
-            data = record.SerializeToString()
-            out.write(_LENGTH.pack(len(data)))
-            out.write(data)
-            count += 1
-    os.replace(partial, path)
-    return count
+    return write_file(path, records, _encode)
+
+
+def _encode(record) -> bytes:
+    """One record as a part file holds it: int64 byte count, then the message."""
+    if isinstance(record, dict):
+        record = make_record(record)
+    data = record.SerializeToString()
+    return _LENGTH.pack(len(data)) + data
 
 
 def read_records(path) -> Iterator[bytes]:
@@ -205,18 +202,7 @@ def write_ofrecord(data_dir, records: Iterable, data_part_num: int = 1,
     return paths
 
 
-def consecutive_parts(records: list, parts: int, what: str) -> list[list]:
-    """``records`` cut into ``parts`` runs of consecutive records whose sizes differ by
-    at most one (the part files of a data set)."""
-    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
-        raise ValueError(f"{what}: the number of files must be a positive int, got {parts!r}")
-    if len(records) < parts:
-        raise ValueError(f"{what}: {len(records)} records cannot fill {parts} part files")
-    bounds = np.linspace(0, len(records), parts + 1).round().astype(int)
-    return [records[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
-
-
-class OFRecordWriter:
+class OFRecordWriter(RecordFileWriter):
     """Write records one at a time into one part file (a context manager):
 
     >>> from aioflow.data import ofrecord
@@ -228,24 +214,7 @@ class OFRecordWriter:
     [[1, 2, 3]]
     """
 
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        self._out = open(self.path, "wb")
-
-    def write(self, record) -> None:
-        if isinstance(record, dict):
-            record = make_record(record)
-        data = record.SerializeToString()
-        self._out.write(_LENGTH.pack(len(data)) + data)
-
-    def close(self) -> None:
-        self._out.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    encode = staticmethod(_encode)
 
 
 def encode_image(pixels, format: str = "PNG") -> bytes:  # noqa: A002 - Pillow's word

@@ -27,6 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from .. import random as _random
+from .job_feeds import FeedSource
 from .ofrecord import parse_record, read_records
 
 
@@ -85,6 +86,25 @@ class RecordStream:
                 order = [order[i] for i in rng.permutation(len(order))]
             for path in order:
                 yield from self.read(path)
+
+
+class ReaderBatch:
+    """What a reader returns inside a job: each step, ``batch_size`` records of its
+    ``stream``. Not a blob: give it to the reader's decoders, which return blobs (hidden
+    placeholders of the job fed by ``source``). A reader's subclass names the reader."""
+
+    reader = "a reader"
+
+    def __init__(self, graph, stream: RecordStream, name: str):
+        self.stream = stream
+        self.name = name
+        self.batch_size = stream.batch_size
+        self.shape = (stream.batch_size,)
+        self.source = FeedSource(graph, stream.batches, f"{self.reader} {name!r}")
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name}: {self.batch_size} records of "
+                f"{self.stream.paths}>")
 
 
 def _buffer_shuffle(items: Iterator, size: int, rng) -> Iterator:

@@ -33,8 +33,8 @@ import os
 import struct
 from typing import Iterable, Iterator
 
-from .ofrecord import consecutive_parts
 from .onerec_example import ExampleError, Tensor, make_example, parse_example
+from .record_files import RecordFileWriter, consecutive_parts, write_file
 
 __all__ = ["MAGIC", "make_example", "parse_example", "Tensor", "ExampleError",
            "OneRecFileError", "frame", "write_records", "read_records", "read_examples",
@@ -81,15 +81,11 @@ def write_records(path, records: Iterable) -> int:
     """Write ``records`` (dicts of features for ``make_example``, or Example bytes) to the
     OneRec file ``path``; returns how many. The file appears whole: written to a
     temporary name, then renamed."""
-    path = os.fspath(path)
-    count = 0
-    partial = path + ".partial"
-    with open(partial, "wb") as out:
-        for record in records:
-            out.write(frame(_as_payload(record)))
-            count += 1
-    os.replace(partial, path)
-    return count
+    return write_file(path, records, _encode)
+
+
+def _encode(record) -> bytes:
+    return frame(_as_payload(record))
 
 
 def read_records(path) -> Iterator[bytes]:
@@ -167,7 +163,7 @@ def write_onerec(data_dir, records: Iterable, num_files: int = 1, prefix: str = 
     return paths
 
 
-class OneRecWriter:
+class OneRecWriter(RecordFileWriter):
     """Write records one at a time into one OneRec file (a context manager):
 
     >>> from aioflow.data import onerec
@@ -178,18 +174,4 @@ class OneRecWriter:
     [([1, 2, 3], ['hello'])]
     """
 
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        self._out = open(self.path, "wb")
-
-    def write(self, record) -> None:
-        self._out.write(frame(_as_payload(record)))
-
-    def close(self) -> None:
-        self._out.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    encode = staticmethod(_encode)

@@ -29,8 +29,7 @@ from .. import dtypes
 from ..dynamic_shapes import mark
 from ..ir import current_graph
 from . import onerec
-from .job_feeds import FeedSource
-from .ofrecord_stream import RecordStream
+from .ofrecord_stream import ReaderBatch, RecordStream
 from .onerec_decode import LIST_OF_DTYPE, FieldDecoder
 
 __all__ = ["onerec_reader", "OneRecDecoder", "onerec_decoder", "OneRecBatch"]
@@ -38,19 +37,11 @@ __all__ = ["onerec_reader", "OneRecDecoder", "onerec_decoder", "OneRecBatch"]
 _SHUFFLE_MODES = ("instance", "batch")
 
 
-class OneRecBatch:
+class OneRecBatch(ReaderBatch):
     """What ``onerec_reader`` returns inside a job: each step, ``batch_size`` examples of
     the data set. Not a blob: give it to ``OneRecDecoder``, which returns blobs."""
 
-    def __init__(self, graph, stream: RecordStream, name: str):
-        self.stream = stream
-        self.name = name
-        self.batch_size = stream.batch_size
-        self.shape = (stream.batch_size,)
-        self.source = FeedSource(graph, stream.batches, f"flow.data.onerec_reader {name!r}")
-
-    def __repr__(self) -> str:
-        return f"<OneRecBatch {self.name}: {self.batch_size} examples of {self.stream.paths}>"
+    reader = "flow.data.onerec_reader"
 
 
 def onerec_reader(files, batch_size: int = 1, random_shuffle: bool = False,
