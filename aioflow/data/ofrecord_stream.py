@@ -5,7 +5,7 @@ shuffle and batch stages):
 * the part files are read in order, record after record, and again from the first when
   the last ends: the stream never ends, epochs follow each other;
 * ``shuffle_after_epoch``: from the second epoch on, each epoch reads the part files in a
-  new random order;
+  new random order (OneRec's reader, ``shuffle_first_epoch``: from the first);
 * ``random_shuffle``: records pass through a buffer of ``shuffle_buffer_size``; each
   record handed out is drawn at random from it and its place refilled from the files;
 * ``batch_size`` consecutive records (after shuffling) make a batch;
@@ -40,8 +40,8 @@ class RecordStream:
     def __init__(self, paths, batch_size: int, random_shuffle: bool = False,
                  shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False,
                  seed=None, what: str = "flow.data.ofrecord_reader", *,
-                 shuffle_batches: bool = False, read=read_records, parse=parse_record,
-                 hint: str = _OFRECORD_HINT):
+                 shuffle_batches: bool = False, shuffle_first_epoch: bool = False,
+                 read=read_records, parse=parse_record, hint: str = _OFRECORD_HINT):
         _positive(what, "batch_size", batch_size)
         _positive(what, "shuffle_buffer_size", shuffle_buffer_size)
         missing = [p for p in paths if not os.path.isfile(p)]
@@ -57,6 +57,7 @@ class RecordStream:
         self.shuffle_buffer_size = shuffle_buffer_size
         self.shuffle_after_epoch = bool(shuffle_after_epoch)
         self.shuffle_batches = bool(shuffle_batches)
+        self.first_shuffled_epoch = 0 if shuffle_first_epoch else 1
         self.read = read
         self.parse = parse
         self.seed = _random.loader_seed() if seed is None else seed
@@ -82,7 +83,7 @@ class RecordStream:
     def _records(self, rng) -> Iterator[bytes]:
         order = list(self.paths)
         for epoch in itertools.count():
-            if self.shuffle_after_epoch and epoch > 0:
+            if self.shuffle_after_epoch and epoch >= self.first_shuffled_epoch:
                 order = [order[i] for i in rng.permutation(len(order))]
             for path in order:
                 yield from self.read(path)

@@ -54,7 +54,8 @@ def onerec_reader(files, batch_size: int = 1, random_shuffle: bool = False,
     The files are read in order, endlessly, every frame checked against its XXH64
     digests. ``random_shuffle`` shuffles through a buffer of ``shuffle_buffer_size``:
     examples with ``shuffle_mode="instance"``, whole batches of consecutive examples with
-    ``"batch"``; ``shuffle_after_epoch`` reads the files in a new order each epoch;
+    ``"batch"``; ``shuffle_after_epoch`` reads the files in a new order each epoch, the
+    first included (as OneFlow's OneRec reader; its OFRecord reader keeps the first's);
     ``seed`` (aioflow's addition; default from ``flow.random.seed``) makes both
     reproducible. ``verify_example`` checks each payload's ``"1REC"`` identifier; its
     structure is always checked. Reading and decoding run on a background loader thread,
@@ -73,8 +74,9 @@ def onerec_reader(files, batch_size: int = 1, random_shuffle: bool = False,
     parse = functools.partial(onerec.parse_example, verify=bool(verify_example))
     stream = RecordStream([os.fspath(f) for f in files], batch_size, random_shuffle,
                           shuffle_buffer_size, shuffle_after_epoch, seed, what,
-                          shuffle_batches=shuffle_mode == "batch", read=onerec.read_records,
-                          parse=parse, hint="check the paths in files")
+                          shuffle_batches=shuffle_mode == "batch", shuffle_first_epoch=True,
+                          read=onerec.read_records, parse=parse,
+                          hint="check the paths in files")
     return OneRecBatch(graph, stream, name or graph.unique_name("OneRecReader"))
 
 

@@ -98,9 +98,9 @@ def test_shuffle_after_epoch_keeps_each_epochs_examples(tmp_path):
     files, _ = _files(tmp_path, n=12, num_files=6)
     read = _index_job(files, 12, shuffle_after_epoch=True, seed=0)
     epochs = [read()[0][:, 0].tolist() for _ in range(4)]
-    assert epochs[0] == list(range(12))
     assert all(sorted(epoch) == list(range(12)) for epoch in epochs)   # the same multiset
-    assert any(epoch != list(range(12)) for epoch in epochs[1:])
+    # OneFlow's OneRec reader shuffles the files before the first epoch too
+    assert epochs[0] != list(range(12)) and len({tuple(e) for e in epochs}) > 1
     for epoch in epochs:   # whole files move: pairs (2k, 2k+1) stay together
         assert all(epoch[i] // 2 == epoch[i + 1] // 2 for i in range(0, 12, 2))
 
