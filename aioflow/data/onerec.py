@@ -15,8 +15,9 @@ A OneRec file is a sequence of frames, one record each, laid out as OneFlow's re
 The frame has fixed-size fields only, so the standard library's ``struct`` writes and
 reads it; the checksums come from the ``xxhash`` package (bindings to xxHash's reference
 C code), the payload from the ``flatbuffers`` package: ``pip install 'aioflow[onerec]'``.
-(OneFlow's early Spark writer stored the digests little-endian; OneFlow's reader, which
-``flow.data.onerec_reader`` follows, compares them byte-swapped, i.e. big-endian.)
+(One version of OneFlow's Spark writer stored the digests little-endian; OneFlow's C++
+reader, which ``flow.data.onerec_reader`` follows, compares them byte-swapped, that is
+big-endian, and refuses such files, as aioflow does.)
 
 >>> import numpy as np
 >>> from aioflow.data import onerec
@@ -53,7 +54,11 @@ class OneRecFileError(ValueError):
 
 
 def _xxh64(data) -> int:
-    import xxhash
+    try:
+        import xxhash
+    except ImportError as err:
+        raise ImportError(f"OneRec files need the xxhash package ({err}): "
+                          "pip install 'aioflow[onerec]'") from err
     return xxhash.xxh64_intdigest(data, seed=0)
 
 

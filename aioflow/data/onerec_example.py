@@ -27,7 +27,9 @@ b'1REC'
 """
 from __future__ import annotations
 
+import functools
 import struct
+import types
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +49,20 @@ _KIND_OF_DTYPE = {dtype: kind for kind, (_, dtype) in KINDS.items() if dtype is 
 _VALUES = 0                                  # XList.values, Binary.buffer, Example.features
 _SHAPE, _DATA_TYPE, _DATA = 0, 1, 2          # Tensor
 _NAME, _TENSOR = 0, 1                        # Feature
+
+
+@functools.lru_cache(maxsize=None)
+def _fb() -> types.SimpleNamespace:
+    """The parts of the ``flatbuffers`` package used here, imported on first use."""
+    try:
+        import flatbuffers
+        from flatbuffers import encode, number_types
+        from flatbuffers.table import Table
+    except ImportError as err:
+        raise ImportError(f"OneRec files need the flatbuffers package ({err}): "
+                          "pip install 'aioflow[onerec]'") from err
+    return types.SimpleNamespace(Builder=flatbuffers.Builder, encode=encode, N=number_types,
+                                 Table=Table)
 
 
 class ExampleError(ValueError):
@@ -94,14 +110,13 @@ def _tensor_parts(name: str, value) -> tuple[str, tuple, object]:
 def make_example(features: dict) -> bytes:
     """The FlatBuffers bytes of an ``Example`` holding ``features`` (name -> array, number,
     str or bytes; see ``write_onerec`` for the types)."""
-    import flatbuffers
     if not isinstance(features, dict) or not features:
         raise TypeError(f"OneRec: an example must be a non-empty dict of features, got "
                         f"{type(features).__name__}")
     for name in features:
         if not isinstance(name, str) or not name:
             raise TypeError(f"OneRec: feature names must be non-empty str, got {name!r}")
-    builder = flatbuffers.Builder(256)
+    builder = _fb().Builder(256)
     # sorted by name: OneFlow's decoder finds a key by binary search (LookupByKey)
     offsets = [_build_feature(builder, name, features[name]) for name in sorted(features)]
     vector = _offset_vector(builder, offsets)
@@ -171,9 +186,8 @@ def parse_example(data: bytes, verify: bool = True) -> dict[str, Tensor]:
 
 
 def _parse(data: bytes) -> dict[str, Tensor]:
-    from flatbuffers import encode, number_types as N
-    from flatbuffers.table import Table
-    root = Table(data, encode.Get(N.UOffsetTFlags.packer_type, data, 0))
+    fb = _fb()
+    root = fb.Table(data, fb.encode.Get(fb.N.UOffsetTFlags.packer_type, data, 0))
     features = {}
     for feature in _tables(root, _VALUES):
         name = _string(feature, _NAME)
@@ -188,17 +202,16 @@ def _parse(data: bytes) -> dict[str, Tensor]:
 
 
 def _tensor(table, name: str) -> Tensor:
-    from flatbuffers import number_types as N
-    from flatbuffers.table import Table
+    fb = _fb()
     o = table.Offset(4 + 2 * _SHAPE)
-    shape = tuple(int(d) for d in table.GetVectorAsNumpy(N.Int32Flags, o)) if o else ()
-    type_id = table.GetSlot(4 + 2 * _DATA_TYPE, 0, N.Uint8Flags)
+    shape = tuple(int(d) for d in table.GetVectorAsNumpy(fb.N.Int32Flags, o)) if o else ()
+    type_id = table.GetSlot(4 + 2 * _DATA_TYPE, 0, fb.N.Uint8Flags)
     kind = _KIND_OF_ID.get(type_id)
     o = table.Offset(4 + 2 * _DATA)
     if kind is None or not o:
         raise ExampleError(f"not a well-formed OneRec Example (feature {name!r}: tensor data "
                            f"of union type {type_id}, expected 1 to 8)")
-    values_table = Table(table.Bytes, 0)
+    values_table = fb.Table(table.Bytes, 0)
     table.Union(values_table, o)
     if kind == "StringList":
         values = [s.decode("utf-8") for s in _strings(values_table, _VALUES)]
@@ -213,7 +226,7 @@ def _tensor(table, name: str) -> Tensor:
 
 
 def _flags(dtype: np.dtype):
-    from flatbuffers import number_types as N
+    N = _fb().N  # noqa: N806 - flatbuffers' own short name
     return {"i1": N.Int8Flags, "i2": N.Int16Flags, "i4": N.Int32Flags, "i8": N.Int64Flags,
             "f4": N.Float32Flags, "f8": N.Float64Flags}[dtype.str[1:]]
 
@@ -227,14 +240,13 @@ def _vector_positions(table, slot: int) -> list[int]:
 
 
 def _tables(table, slot: int) -> list:
-    from flatbuffers.table import Table
-    return [Table(table.Bytes, table.Indirect(p)) for p in _vector_positions(table, slot)]
+    return [_fb().Table(table.Bytes, table.Indirect(p))
+            for p in _vector_positions(table, slot)]
 
 
 def _table(table, slot: int):
-    from flatbuffers.table import Table
     o = table.Offset(4 + 2 * slot)
-    return Table(table.Bytes, table.Indirect(table.Pos + o)) if o else None
+    return _fb().Table(table.Bytes, table.Indirect(table.Pos + o)) if o else None
 
 
 def _string(table, slot: int) -> str | None:
@@ -255,6 +267,5 @@ def _checked_string(table, position: int) -> bytes:
 
 
 def _bytes(table, slot: int) -> bytes:
-    from flatbuffers import number_types as N
     o = table.Offset(4 + 2 * slot)
-    return table.GetVectorAsNumpy(N.Int8Flags, o).tobytes() if o else b""
+    return table.GetVectorAsNumpy(_fb().N.Int8Flags, o).tobytes() if o else b""
