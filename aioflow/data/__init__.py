@@ -14,6 +14,8 @@ from .ofrecord_reader import (OFRecordBytesDecoder, OFRecordImageDecoder, OFReco
                               ofrecord_bytes_decoder, ofrecord_image_classification_reader,
                               ofrecord_image_decoder, ofrecord_loader, ofrecord_raw_decoder,
                               ofrecord_reader)
+from . import onerec
+from .onerec_reader import OneRecDecoder, onerec_decoder, onerec_reader
 
 __all__ = [
     "BlobConf", "BytesListCodec", "DatasetUnavailableError", "ImageCodec",
@@ -23,3 +25,4 @@ __all__ = [
     "ofrecord_bytes_decoder", "ofrecord_image_classification_reader",
     "ofrecord_image_decoder", "ofrecord_loader", "ofrecord_raw_decoder", "ofrecord_reader",
 ]
+__all__ += ["OneRecDecoder", "onerec", "onerec_decoder", "onerec_reader"]

@@ -31,6 +31,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .record_files import RecordFileWriter, consecutive_parts, write_file
+
 __all__ = ["messages", "make_record", "parse_record", "write_records", "read_records",
            "write_ofrecord", "part_paths", "encode_image", "OFRecordWriter"]
 
@@ -138,19 +140,15 @@ def parse_record(data: bytes):
 def write_records(path, records: Iterable) -> int:
     """Write ``records`` (OFRecord messages, or dicts for ``make_record``) to one part file;
     returns how many. The file appears whole: written to a temporary name, then renamed."""
-    path = os.fspath(path)
-    count = 0
-    partial = path + ".partial"
-    with open(partial, "wb") as out:
-        for record in records:
-            if isinstance(record, dict):
-                record = make_record(record)
-            data = record.SerializeToString()
-            out.write(_LENGTH.pack(len(data)))
-            out.write(data)
-            count += 1
-    os.replace(partial, path)
-    return count
+    return write_file(path, records, _encode)
+
+
+def _encode(record) -> bytes:
+    """One record as a part file holds it: int64 byte count, then the message."""
+    if isinstance(record, dict):
+        record = make_record(record)
+    data = record.SerializeToString()
+    return _LENGTH.pack(len(data)) + data
 
 
 def read_records(path) -> Iterator[bytes]:
@@ -197,17 +195,14 @@ def write_ofrecord(data_dir, records: Iterable, data_part_num: int = 1,
     bools and Python ints (int32_list). Returns the part files' paths."""
     records = list(records)
     paths = part_paths(data_dir, data_part_num, part_name_prefix, part_name_suffix_length)
-    if len(records) < data_part_num:
-        raise ValueError(f"write_ofrecord: {len(records)} records cannot fill "
-                         f"{data_part_num} part files")
+    parts = consecutive_parts(records, data_part_num, "write_ofrecord")
     os.makedirs(os.fspath(data_dir), exist_ok=True)
-    bounds = np.linspace(0, len(records), data_part_num + 1).round().astype(int)
-    for path, start, stop in zip(paths, bounds[:-1], bounds[1:]):
-        write_records(path, records[start:stop])
+    for path, part in zip(paths, parts):
+        write_records(path, part)
     return paths
 
 
-class OFRecordWriter:
+class OFRecordWriter(RecordFileWriter):
     """Write records one at a time into one part file (a context manager):
 
     >>> from aioflow.data import ofrecord
@@ -219,24 +214,7 @@ class OFRecordWriter:
     [[1, 2, 3]]
     """
 
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        self._out = open(self.path, "wb")
-
-    def write(self, record) -> None:
-        if isinstance(record, dict):
-            record = make_record(record)
-        data = record.SerializeToString()
-        self._out.write(_LENGTH.pack(len(data)) + data)
-
-    def close(self) -> None:
-        self._out.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    encode = staticmethod(_encode)
 
 
 def encode_image(pixels, format: str = "PNG") -> bytes:  # noqa: A002 - Pillow's word

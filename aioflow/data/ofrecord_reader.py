@@ -28,9 +28,8 @@ from .. import dtypes
 from ..callsite import user_stacklevel
 from ..ir import current_graph
 from . import ofrecord_decode as decode
-from .job_feeds import FeedSource
 from .ofrecord import part_paths
-from .ofrecord_stream import RecordStream
+from .ofrecord_stream import ReaderBatch, RecordStream
 
 __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
            "ofrecord_raw_decoder", "OFRecordBytesDecoder", "ofrecord_bytes_decoder",
@@ -40,19 +39,11 @@ __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
 _COLOR_SPACES = ("BGR", "RGB", "GRAY")
 
 
-class OFRecordBatch:
+class OFRecordBatch(ReaderBatch):
     """What ``ofrecord_reader`` returns inside a job: each step, ``batch_size`` records of
     the data set. Not a blob: give it to the decoders, which return blobs."""
 
-    def __init__(self, graph, stream: RecordStream, name: str):
-        self.stream = stream
-        self.name = name
-        self.batch_size = stream.batch_size
-        self.shape = (stream.batch_size,)
-        self.source = FeedSource(graph, stream.batches, f"flow.data.ofrecord_reader {name!r}")
-
-    def __repr__(self) -> str:
-        return f"<OFRecordBatch {self.name}: {self.batch_size} records of {self.stream.paths}>"
+    reader = "flow.data.ofrecord_reader"
 
 
 def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int = 1,
