@@ -49,6 +49,7 @@ class OFRecordBatch:
         self.name = name
         self.batch_size = stream.batch_size
         self.shape = (stream.batch_size,)
+        self.dtype = dtypes.record   # as OneFlow's reader blob: one OFRecord per element
         self.source = FeedSource(graph, stream.batches, f"flow.data.ofrecord_reader {name!r}")
 
     def __repr__(self) -> str:
