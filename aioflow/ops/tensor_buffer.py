@@ -80,7 +80,8 @@ def tensor_to_tensor_buffer_op(ctx, x, *, instance_dims):
     dense = np.ascontiguousarray(_host(ctx, x))
     outer = dense.shape[:dense.ndim - instance_dims]
     instances = dense.reshape((math.prod(outer),) + dense.shape[len(outer):])
-    return object_array([instance.copy() for instance in instances], outer)
+    # np.array: a 0-d instance (instance_dims=0) stays an array, not a numpy scalar
+    return object_array([np.array(instance) for instance in instances], outer)
 
 
 def _infer_from_buffer(x, *, dtype, instance_shape):
