@@ -33,6 +33,7 @@ from .compiler.compile import DEFAULT_OPTIONS
 from .data import job_feeds
 from .function_config import FunctionConfig
 from .inputs import convert_argument
+from .ops import tensor_buffer
 from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime import malloc
@@ -186,6 +187,7 @@ class CompiledJob:
         try:
             self._trace(graph)
             self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
+            tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
             malloc.tune()   # a no-op after the first time, or when turned off
             self.plan = compile_graph(graph, _compile_options(), self.backend)
         except BaseException:

@@ -21,16 +21,29 @@ import math
 import numpy as np
 
 from .. import dtypes
-from .registry import register
+from .registry import MissingKernelError, register
 
 __all__ = ["tensor_to_tensor_buffer_op", "tensor_buffer_to_tensor_op",
            "tensor_buffer_to_tensor_list_op", "tensor_list_to_tensor_buffer_op",
-           "tensor_list_split_op", "object_array", "tensors_of"]
+           "tensor_list_split_op", "object_array", "tensors_of", "check_backend"]
 
 # Host containers: the CPU and the strict test backend (which stands in for a GPU in CI).
 # The CuPy device stages and fetches numeric arrays only, so these ops have no CuPy
 # kernel yet: a job using them compiles for the CPU (docs/porting.md).
 _HOST_BACKENDS = ("numpy", "strict")
+
+
+def check_backend(graph, backend) -> None:
+    """Refuse, when a job is compiled, a tensor buffer fed to it (a reader's output, such as
+    ``flow.data.coco_reader``'s) on a backend whose device stages numeric arrays only."""
+    if backend.kernel_set in _HOST_BACKENDS:
+        return
+    for blob in graph.placeholders:
+        if not blob.dtype.is_numeric:
+            raise MissingKernelError(
+                f"{blob.name}: a {blob.dtype.name} Blob lives on the host, and the "
+                f"{backend.name!r} backend stages numeric arrays only; place the job on the "
+                "CPU with flow.scope.placement(\"cpu\", \"0:0\")")
 
 
 def object_array(items, shape=None) -> np.ndarray:

@@ -182,3 +182,18 @@ def test_bad_data_sets_are_refused_with_the_file_and_entry(coco, tmp_path):
     (tmp_path / "a.png").unlink()
     with pytest.raises(FileNotFoundError, match="cannot read image 1's file"):
         trace(annotation_file, image_dir, 2, shuffle=False)
+
+
+def test_a_backend_without_host_values_refuses_the_reader_when_compiling(coco):
+    from types import SimpleNamespace
+
+    from aioflow.ir import Graph
+    from aioflow.ops.registry import MissingKernelError
+    from aioflow.ops.tensor_buffer import check_backend
+
+    graph = Graph("job")
+    graph.add_placeholder((2,), flow.tensor_buffer, "COCOReader-image")
+    check_backend(graph, SimpleNamespace(name="numpy", kernel_set="numpy"))
+    with pytest.raises(MissingKernelError, match="COCOReader-image: a tensor_buffer Blob lives "
+                                                 "on the host, and the 'cupy' backend"):
+        check_backend(graph, SimpleNamespace(name="cupy", kernel_set="cupy"))
