@@ -97,11 +97,12 @@ def tensor_to_tensor_buffer_op(ctx, x, *, instance_dims):
     return object_array([np.array(instance) for instance in instances], outer)
 
 
-def _infer_from_buffer(x, *, dtype, instance_shape):
-    return [(x.shape + tuple(instance_shape), dtype)]
+def _infer_appended(x, *, dtype, instance_shape=(), shape=()):
+    """``x``'s shape followed by each instance's (``instance_shape``, or a list's ``shape``)."""
+    return [(x.shape + tuple(instance_shape or shape), dtype)]
 
 
-@register("tensor_buffer_to_tensor", infer=_infer_from_buffer, differentiable=False,
+@register("tensor_buffer_to_tensor", infer=_infer_appended, differentiable=False,
           backends=_HOST_BACKENDS, host_values=True)
 def tensor_buffer_to_tensor_op(ctx, x, *, dtype, instance_shape):
     what = "flow.tensor_buffer_to_tensor"
@@ -118,11 +119,7 @@ def tensor_buffer_to_tensor_op(ctx, x, *, dtype, instance_shape):
 
 
 # -- tensor buffer <-> tensor list -------------------------------------------------------
-def _infer_buffer_to_list(x, *, shape, dtype):
-    return [(x.shape + tuple(shape), dtype)]
-
-
-@register("tensor_buffer_to_tensor_list", infer=_infer_buffer_to_list, differentiable=False,
+@register("tensor_buffer_to_tensor_list", infer=_infer_appended, differentiable=False,
           backends=_HOST_BACKENDS, host_values=True)
 def tensor_buffer_to_tensor_list_op(ctx, x, *, shape, dtype):
     what = "flow.tensor_buffer_to_tensor_list"
