@@ -28,6 +28,17 @@ class LegacyBlob(np.ndarray):
 
     numpy = ndarray
 
+    def numpy_list(self) -> list:
+        """OneFlow's mirrored result: one array per device (one device here)."""
+        return [self.ndarray()]
+
+    def numpy_lists(self) -> list:
+        """OneFlow's tensor-list result: per device, the list's arrays."""
+        array = self.ndarray()
+        return [list(array.reshape(-1))] if array.dtype == object else [[array]]
+
+    ndarray_list, ndarray_lists = numpy_list, numpy_lists   # OneFlow 0.2's names
+
 
 # -- parameters ----------------------------------------------------------------------------
 

@@ -312,3 +312,25 @@ def test_the_kernels_run_on_the_host_backends_only():
         with pytest.raises(MissingKernelError, match=f"op '{name}' has no kernel for the "
                                                      "'cupy' backend"):
             op.kernel("cupy")
+
+
+def test_the_old_api_tensor_list_tests_run_too():
+    """OneFlow 0.2's forms of the tests: MirroredTensorListDef, ``.get()``, numpy_lists()."""
+    input_0 = np.random.rand(1, 5, 4).astype(np.single)
+    input_1 = np.random.rand(1, 4, 4).astype(np.single)
+
+    @flow.global_function()
+    def foo_job(input_def=flow.MirroredTensorListDef(shape=(2, 5, 4), dtype=flow.float)):
+        tensor_buffer = flow.tensor_list_to_tensor_buffer(input_def)
+        return flow.tensor_buffer_to_tensor_list(tensor_buffer, shape=(5, 4), dtype=flow.float)
+
+    (got_0, got_1), = foo_job([[input_0, input_1]]).get().numpy_lists()
+    assert np.array_equal(got_0, input_0) and np.array_equal(got_1, input_1)
+
+    @flow.global_function()
+    def split_job(input_def=flow.MirroredTensorListDef(shape=(2, 5, 4), dtype=flow.float)):
+        return flow.tensor_list_split(input_def)
+
+    outputs = split_job([[input_0, input_1]]).get()
+    assert [o.ndarray_list()[0].shape for o in outputs] == [(5, 4), (4, 4)]
+    assert np.array_equal(outputs[1].numpy_list()[0], input_1[0])
