@@ -63,6 +63,10 @@ from .object_bbox import object_bbox_flip, object_bbox_scale
 from .scope_desc import current_global_function_desc, current_scope
 from .user_op_builder import (consistent_user_op_builder, consistent_user_op_module_builder,
                               user_op_builder, user_op_module_builder)
+from .dtypes import record, tensor_buffer
+from .tensor_buffer_api import (tensor_buffer_to_tensor, tensor_buffer_to_tensor_list,
+                                tensor_list_split, tensor_list_to_tensor_buffer,
+                                tensor_to_tensor_buffer)
 
 __version__ = "0.1.0"
 

@@ -9,6 +9,15 @@ the boundary.
 True
 >>> flow.dtypes.as_numpy(flow.int32)
 dtype('int32')
+
+Two dtypes are not numbers: ``flow.record`` (OneFlow's kOFRecord: what
+``flow.data.ofrecord_reader`` yields) and ``flow.tensor_buffer`` (kTensorBuffer: per
+element, a host tensor of its own shape, see ``flow.tensor_to_tensor_buffer``). Their
+values are numpy object arrays on the host; numeric ops and placeholders refuse them
+(:func:`require_numeric`).
+
+>>> flow.tensor_buffer.is_numeric, flow.float.is_numeric
+(False, True)
 """
 from __future__ import annotations
 
@@ -17,7 +26,7 @@ import numpy as np
 __all__ = [
     "DType", "float16", "float32", "float64", "float", "double", "half",
     "int8", "char", "int32", "int64", "uint8", "as_numpy", "from_numpy", "convert",
-    "convert_oneflow_dtype_to_numpy_dtype",
+    "convert_oneflow_dtype_to_numpy_dtype", "record", "tensor_buffer", "require_numeric",
 ]
 
 
@@ -26,19 +35,25 @@ class DType:
 
     __slots__ = ("name", "numpy")
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, numpy_dtype=None):
         self.name = name
-        self.numpy = np.dtype(name)
+        # A non-numeric dtype (record, tensor_buffer) holds Python objects per element.
+        self.numpy = np.dtype(name if numpy_dtype is None else numpy_dtype)
 
     def __repr__(self) -> str:
         return f"aioflow.{self.name}"
 
     def __reduce__(self):
-        return (from_numpy, (self.numpy,))
+        return (_by_name, (self.name,))
 
     @property
     def is_floating(self) -> bool:
         return self.numpy.kind == "f"
+
+    @property
+    def is_numeric(self) -> bool:
+        """False for ``record`` and ``tensor_buffer``, whose elements are host objects."""
+        return self.numpy.kind != "O"
 
 
 float16 = half = DType("float16")
@@ -51,7 +66,33 @@ int32 = DType("int32")
 int64 = DType("int64")
 uint8 = DType("uint8")
 
+# OneFlow's kOFRecord and kTensorBuffer: one OFRecord, or one host tensor of any shape and
+# numeric dtype, per element. Not in _BY_NUMPY: numpy's object dtype stands for both.
+record = DType("record", object)
+tensor_buffer = DType("tensor_buffer", object)
+
 _BY_NUMPY = {d.numpy: d for d in (float16, float32, float64, int8, int32, int64, uint8)}
+_NAMED = {d.name: d for d in (*_BY_NUMPY.values(), record, tensor_buffer)}
+
+
+def _by_name(name: str) -> DType:
+    return _NAMED[name]
+
+
+def require_numeric(dtype: DType, what: str, arg: str) -> None:
+    """TypeError naming ``what`` and its argument ``arg`` unless ``dtype`` is a number type.
+
+    >>> require_numeric(tensor_buffer, "flow.math.add", "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: flow.math.add: x must be a numeric Blob (float, int...), got a tensor_buffer Blob; convert it with flow.tensor_buffer_to_tensor first
+    """
+    if dtype.is_numeric:
+        return
+    hint = ("convert it with flow.tensor_buffer_to_tensor first" if dtype is tensor_buffer
+            else "decode it with a decoder of flow.data (e.g. OFRecordRawDecoder) first")
+    raise TypeError(f"{what}: {arg} must be a numeric Blob (float, int...), got a "
+                    f"{dtype.name} Blob; {hint}")
 
 
 def from_numpy(dtype) -> DType:
@@ -84,7 +125,7 @@ def convert_oneflow_dtype_to_numpy_dtype(oneflow_dtype) -> type:
     >>> convert_oneflow_dtype_to_numpy_dtype(float32) is np.float32
     True
     """
-    if not isinstance(oneflow_dtype, DType):
-        raise TypeError("convert_oneflow_dtype_to_numpy_dtype: expected a flow data type "
-                        f"such as flow.float32, got {oneflow_dtype!r}")
+    if not isinstance(oneflow_dtype, DType) or not oneflow_dtype.is_numeric:
+        raise TypeError("convert_oneflow_dtype_to_numpy_dtype: expected a numeric flow data "
+                        f"type such as flow.float32, got {oneflow_dtype!r}")
     return oneflow_dtype.numpy.type

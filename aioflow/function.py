@@ -33,6 +33,7 @@ from .compiler.compile import DEFAULT_OPTIONS
 from .data import job_feeds
 from .function_config import FunctionConfig
 from .inputs import convert_argument
+from .ops import tensor_buffer
 from .ir import Graph, tracing
 from .runtime.calls import call_job
 from .runtime import malloc
@@ -145,7 +146,7 @@ class JobFunction:
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
         compiled = self.compiled_for(session)
-        if compiled.label_checks:
+        if compiled.label_checks or compiled.dense_list_checks:
             compiled.check_inputs(arrays)
         return call_job(self, compiled, arrays, copied=bool(private))
 
@@ -186,6 +187,7 @@ class CompiledJob:
         try:
             self._trace(graph)
             self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
+            tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
             malloc.tune()   # a no-op after the first time, or when turned off
             self.plan = compile_graph(graph, _compile_options(), self.backend)
         except BaseException:
@@ -202,6 +204,7 @@ class CompiledJob:
         self.variable_names = tuple(graph.variable_blobs)
         self._placement_version = -1
         self.label_checks = _label_checks(graph)
+        self.dense_list_checks = _dense_list_checks(graph)
         # Awaited steps may run on the caller's event loop (runtime/calls.py): only where
         # the device completes its work at once (the CPU) and no kernel fans out to the
         # worker threads; at once if the plan is tiny, else once its steps proved short.
@@ -274,6 +277,12 @@ class CompiledJob:
                         f"{self.job.__name__}: argument {name!r} holds the labels of "
                         "sparse_softmax_cross_entropy_with_logits: labels must lie in "
                         f"[0, {classes}), got values from {low} to {high}")
+        for index, name, op_name, shape in self.dense_list_checks:
+            if arrays[index].dtype == object:   # a tensor list (inputs.py)
+                raise ValueError(
+                    f"{self.job.__name__}: argument {name!r} is a tensor list of "
+                    f"{arrays[index].size} arrays, but the job gives it to op {op_name}, "
+                    f"which needs one dense array: pass [[array of shape {shape}]]")
 
     def close(self) -> None:
         """Stop the job's data loaders (the session is going away)."""
@@ -390,8 +399,27 @@ def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:
     return checks
 
 
+def _dense_list_checks(graph: Graph) -> list[tuple[int, str, str, tuple]]:
+    """(input index, name, op, static shape) of each tp.ListListNumpy placeholder that an
+    op needing a dense tensor reads: a call passing a tensor list there is refused."""
+    fed = job_feeds.fed_blob_ids(graph)
+    index_of = {blob.id: i for i, blob in enumerate(graph.placeholders) if blob.id not in fed}
+    checks = {}
+    for node in graph.nodes:
+        if node.op.host_values:
+            continue
+        for blob in node.inputs:
+            if blob.id in graph.tensor_list_inputs and blob.id not in checks:
+                checks[blob.id] = (index_of[blob.id], graph.placeholder_names[blob.id],
+                                   node.op.name, blob.shape)
+    return list(checks.values())
+
+
 def _placeholders_for(graph, spec, name, job_name):
     if isinstance(spec, tuple):
         return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name)
                      for i, s in enumerate(spec))
-    return distributed.views.add_placeholder(graph, spec, name, job_name)
+    blob = distributed.views.add_placeholder(graph, spec, name, job_name)
+    if spec.kind == "list_list_numpy":   # may be given a tensor list (inputs.py)
+        graph.tensor_list_inputs.add(blob.id)
+    return blob

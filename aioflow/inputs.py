@@ -11,6 +11,8 @@ arguments as they were at the call; a blocking call needs no copy (the caller wa
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .distributed.views import rank_part
@@ -40,6 +42,8 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     from .distributed import views
     # The outer list holds one entry per rank (one per device: a rank runs one device).
     item = views.rank_element(value, spec, name, fn_name)
+    if spec.kind == "list_list_numpy" and _is_tensor_list(spec, item):
+        return [_convert_tensor_list(spec, item, name, fn_name, finite)]
     depth = 0 if spec.kind == "list_numpy" else 1
     for level in range(depth):
         if not isinstance(item, (list, tuple)) or len(item) != 1:
@@ -49,6 +53,34 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
                 f"{_describe(item)}")
         item = item[0]
     return [_convert_array(spec, item, name, fn_name, private, finite)]
+
+
+def _is_tensor_list(spec: PlaceholderSpec, item) -> bool:
+    """A device's list of arrays that is not one dense array of the static shape."""
+    return (isinstance(item, (list, tuple)) and all(isinstance(a, np.ndarray) for a in item)
+            and not (len(item) == 1 and item[0].shape == spec.shape))
+
+
+def _convert_tensor_list(spec: PlaceholderSpec, arrays, name, fn_name, finite) -> np.ndarray:
+    """OneFlow's tensor list: arrays of ``spec``'s number of axes, each within the static
+    shape, their leading dimensions adding up to at most the static one. The value is an
+    object array of private copies (ops/tensor_buffer.py)."""
+    what = f"{fn_name}() argument {name!r}"
+    static = spec.shape
+    for i, array in enumerate(arrays):
+        if array.ndim != len(static) or any(d > m for d, m in zip(array.shape, static)):
+            raise ValueError(f"{what}: item {i} of the tensor list has shape {array.shape}; "
+                             f"each must have {len(static)} axes within the static shape "
+                             f"{static}")
+    total = sum(array.shape[0] for array in arrays)
+    if static and total > static[0]:
+        raise ValueError(f"{what}: the tensor list's leading dimensions add up to {total}, "
+                         f"more than the static {static[0]}")
+    out = np.empty(len(arrays), dtype=object)
+    for i, array in enumerate(arrays):
+        own = dataclasses.replace(spec, shape=array.shape)   # the dtype rules of any array
+        out[i] = _convert_array(own, array, f"{name}[{i}]", fn_name, True, finite)
+    return out
 
 
 def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private, finite

@@ -1,9 +1,9 @@
 """``flow.object_bbox_flip`` and ``flow.object_bbox_scale``: OneFlow's box transforms of
 object-detection pipelines.
 
-OneFlow applies them to tensor buffers (one ``(n_i, 4)`` array of boxes per image); aioflow
-has no tensor buffers, so the boxes are one dense ``(batch, n, 4)`` Blob (images with fewer
-boxes padded). Boxes are ``(xmin, ymin, xmax, ymax)`` in pixels, as OneFlow's kernels read
+OneFlow applies them to tensor buffers (one ``(n_i, 4)`` array of boxes per image); these
+take one dense ``(batch, n, 4)`` Blob (images with fewer boxes padded), as they were written
+before aioflow had tensor buffers (``flow.tensor_buffer_to_tensor`` makes such a Blob). Boxes are ``(xmin, ymin, xmax, ymax)`` in pixels, as OneFlow's kernels read
 them; built from elementwise ops, so they differentiate and run on every backend.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp

@@ -28,6 +28,17 @@ class LegacyBlob(np.ndarray):
 
     numpy = ndarray
 
+    def numpy_list(self) -> list:
+        """OneFlow's mirrored result: one array per device (one device here)."""
+        return [self.ndarray()]
+
+    def numpy_lists(self) -> list:
+        """OneFlow's tensor-list result: per device, the list's arrays."""
+        array = self.ndarray()
+        return [list(array.reshape(-1))] if array.dtype == object else [[array]]
+
+    ndarray_list, ndarray_lists = numpy_list, numpy_lists   # OneFlow 0.2's names
+
 
 # -- parameters ----------------------------------------------------------------------------
 
@@ -216,6 +227,10 @@ def _leaf(value, blobs, kind, path):
     if not isinstance(value, Blob):
         raise TypeError(f"{path}: expected a Blob (annotated {kind}), got "
                         f"{type(value).__name__}")
+    held = value.graph.tensor_lists.get(value.id, "")
+    if held.startswith("a tensor list") and kind not in ("list_list_numpy", "legacy"):
+        raise TypeError(f"{path}: {value.name!r} is {held}: annotate it tp.ListListNumpy "
+                        f"(one list of arrays per device), not {kind}")
     blobs.append(value)
     return ("$", len(blobs) - 1, kind)
 
@@ -269,6 +284,8 @@ def rebuild_result(template, arrays):
         if kind == "list_numpy":
             return list(array) if _gathered() else [array]
         if kind == "list_list_numpy":
+            if array.dtype == object:   # a tensor list: its tensors (ops/tensor_buffer.py)
+                return [list(array.reshape(-1))]
             return [[row] for row in array] if _gathered() else [[array]]
         return array.view(LegacyBlob)
     if isinstance(template, dict):

@@ -60,7 +60,12 @@ def _placeholder(kind: str, shape, dtype, batch_axis) -> PlaceholderSpec:
     if batch_axis is not None and shape and not -len(shape) <= batch_axis < len(shape):
         raise ValueError(f"Placeholder: batch_axis {batch_axis} is out of range for shape "
                          f"{shape}")
-    return PlaceholderSpec(kind, shape, _dtypes.convert(dtype), batch_axis)
+    dtype = _dtypes.convert(dtype)
+    if not dtype.is_numeric:   # records and tensor buffers are made inside the job
+        raise TypeError(f"Placeholder: dtype must be a numeric data type such as flow.float32, "
+                        f"got flow.{dtype.name} (records come from flow.data.ofrecord_reader, "
+                        "tensor buffers from flow.tensor_to_tensor_buffer inside the job)")
+    return PlaceholderSpec(kind, shape, dtype, batch_axis)
 
 
 class _Leaf:

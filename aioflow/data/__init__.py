@@ -1,8 +1,10 @@
 """Datasets (MNIST with download + cache + checksum, bundled handwritten digits), the
 prefetching ``Loader``, and OneFlow's OFRecord data sets read inside jobs
-(``ofrecord_reader`` and its decoders; ``aioflow.data.ofrecord`` writes them)."""
+(``ofrecord_reader`` and its decoders; ``aioflow.data.ofrecord`` writes them), and COCO
+detection data sets (``coco_reader``)."""
 
 from . import ofrecord
+from .coco_reader import coco_reader
 from ._download import DatasetUnavailableError
 from .digits import load_digits
 from .loader import Loader
@@ -21,7 +23,7 @@ __all__ = [
     "BlobConf", "BytesListCodec", "DatasetUnavailableError", "ImageCodec",
     "ImagePreprocessor", "ImageResizePreprocessor", "Loader", "NormByChannelPreprocessor",
     "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordRawDecoder", "RawCodec",
-    "decode_ofrecord", "decode_random", "load_digits", "load_mnist", "ofrecord",
+    "coco_reader", "decode_ofrecord", "decode_random", "load_digits", "load_mnist", "ofrecord",
     "ofrecord_bytes_decoder", "ofrecord_image_classification_reader",
     "ofrecord_image_decoder", "ofrecord_loader", "ofrecord_raw_decoder", "ofrecord_reader",
 ]

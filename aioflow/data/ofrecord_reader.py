@@ -44,6 +44,7 @@ class OFRecordBatch(ReaderBatch):
     the data set. Not a blob: give it to the decoders, which return blobs."""
 
     reader = "flow.data.ofrecord_reader"
+    dtype = dtypes.record   # as OneFlow's reader blob: one OFRecord per element
 
 
 def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int = 1,

@@ -42,6 +42,7 @@ class OneRecBatch(ReaderBatch):
     the data set. Not a blob: give it to ``OneRecDecoder``, which returns blobs."""
 
     reader = "flow.data.onerec_reader"
+    dtype = dtypes.tensor_buffer   # as OneFlow's reader blob: one example's bytes per element
 
 
 def onerec_reader(files, batch_size: int = 1, random_shuffle: bool = False,

@@ -74,6 +74,12 @@ class Graph:
         self.watched_diffs: list = []   # the gradient blobs of the "diff" watches
         # Blobs of data-dependent length (argwhere's): blob id -> (size Blob, axis).
         self.dynamic_dims: dict = {}
+        # Tensor lists (OneFlow's is_tensor_list blobs) and tensor_list_split's outputs,
+        # host values of varying shapes: blob id -> what it is, for the error of an op
+        # that needs a dense tensor (ops/registry.py, ops/tensor_buffer.py).
+        self.tensor_lists: dict[int, str] = {}
+        # tp.ListListNumpy placeholders: dense, or tensor lists for the tensor-list ops.
+        self.tensor_list_inputs: set[int] = set()
         # flow.repeat / unpack / pack outputs: blob id -> "repeat" | "unpack" | "pack".
         self.micro_batches: dict = {}
 

@@ -9,6 +9,11 @@
 * ``grad(node, *output_grads) -> [input_grad or None, ...]``: the gradient rule, which
   builds more ops (so autodiff is graph-to-graph and backward passes are compiled too).
 
+Ops take numeric Blobs only, unless registered with ``host_values=True`` (the tensor-buffer
+and tensor-list ops): a Blob of ``flow.tensor_buffer`` or ``flow.record`` dtype, or a
+tensor list (:mod:`aioflow.ops.tensor_buffer`), given to any other op raises a TypeError
+naming the op and the Blob at trace time.
+
 Registering an op puts it in the op test matrix (``tests/ops``). Lookups fail loudly:
 an unknown op or a missing gradient raises with the op's name at trace/compile time, and
 compiling a job for a backend that one of its ops has no kernel for raises
@@ -34,7 +39,7 @@ class OpDef:
                  side_effect: bool = False, differentiable: bool = True,
                  writes_out: bool = False, splits_batch: bool = False,
                  compile_options: dict[str, str] | None = None,
-                 backends: tuple[str, ...] | None = None):
+                 backends: tuple[str, ...] | None = None, host_values: bool = False):
         self.name = name
         self.infer = infer
         self.forward = forward
@@ -60,6 +65,8 @@ class OpDef:
         # choice that does not change the op's meaning (e.g. the convolution algorithm),
         # fixed when a job is compiled, so it is not part of the traced node's attrs.
         self.compile_options = dict(compile_options or {})
+        # Takes host values (tensor buffers, tensor lists) as inputs; other ops refuse them.
+        self.host_values = host_values
 
     def kernel_for(self, backend: str) -> Callable[[Callable], Callable]:
         """Decorator: ``backend``'s own kernel for this op (same signature as forward)."""
@@ -93,6 +100,8 @@ class OpDef:
     def __call__(self, *inputs: Blob, name: str | None = None, **attrs: Any):
         """Apply the op inside the job being traced; returns a Blob or a tuple of Blobs."""
         graph = current_graph()
+        if not self.host_values:
+            _refuse_host_values(self.name, graph, inputs)
         specs = self.infer(*inputs, **attrs)
         node = graph.add_node(self, inputs, attrs, name, specs)
         return node.outputs[0] if len(node.outputs) == 1 else node.outputs
@@ -102,7 +111,8 @@ def register(name: str, infer: Callable, *, side_effect: bool = False,
              differentiable: bool = True, writes_out: bool = False,
              splits_batch: bool = False,
              compile_options: dict[str, str] | None = None,
-             backends: tuple[str, ...] | None = None) -> Callable[[Callable], OpDef]:
+             backends: tuple[str, ...] | None = None,
+             host_values: bool = False) -> Callable[[Callable], OpDef]:
     """Decorator over a forward kernel: ``@register("relu", infer=same_shape)``."""
 
     def wrap(forward: Callable) -> OpDef:
@@ -111,7 +121,7 @@ def register(name: str, infer: Callable, *, side_effect: bool = False,
         op = OpDef(name, infer, forward, side_effect=side_effect,
                    differentiable=differentiable, writes_out=writes_out,
                    splits_batch=splits_batch, compile_options=compile_options,
-                   backends=backends)
+                   backends=backends, host_values=host_values)
         REGISTRY[name] = op
         return op
 
@@ -123,6 +133,22 @@ def get(name: str) -> OpDef:
         return REGISTRY[name]
     except KeyError:
         raise KeyError(f"no op named {name!r} is registered") from None
+
+
+def _refuse_host_values(op_name: str, graph, inputs) -> None:
+    from .. import dtypes
+    for blob in inputs:
+        if not isinstance(blob, Blob):
+            continue
+        what = graph.tensor_lists.get(blob.id)
+        if what is not None:
+            hint = ("convert it with flow.tensor_list_to_tensor_buffer and "
+                    "flow.tensor_buffer_to_tensor, or return it from the job"
+                    if what.startswith("a tensor list") else "return it from the job "
+                    "(aioflow has no dynamic shapes for ops to work on it)")
+            raise TypeError(f"op {op_name}: input {blob.name!r} is {what}, but {op_name} needs "
+                            f"a dense tensor of a static shape; {hint}")
+        dtypes.require_numeric(blob.dtype, f"op {op_name}", f"input {blob.name!r}")
 
 
 # -- shape-rule helpers shared by op families ---------------------------------------------

@@ -656,6 +656,12 @@ from . import scatter_misc_cases  # noqa: E402
 
 scatter_misc_cases.add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 NOT_DIRECTLY_TESTED.update(scatter_misc_cases.TESTED_ELSEWHERE)
+NOT_DIRECTLY_TESTED.update({
+    op: "host containers of tensors of varying shapes, no gradient: "
+        "tests/ops/test_tensor_buffer_ops.py checks them against numpy slicing"
+    for op in ("tensor_to_tensor_buffer", "tensor_buffer_to_tensor",
+               "tensor_buffer_to_tensor_list", "tensor_list_to_tensor_buffer",
+               "tensor_list_split")})
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
