@@ -93,3 +93,19 @@ def interrupt_when_ready(script: str, after: float):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def refusals_inside_a_callback(register, *calls) -> list:
+    """Register a callback (``register(callback)``) that tries each of ``calls`` (blocking
+    entry points); after a sync, the messages of the RuntimeErrors they raised."""
+    errors = []
+
+    def callback(_):
+        for call in calls:
+            try:
+                call()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+    register(callback)
+    flow.sync_default_session()
+    return errors

@@ -12,7 +12,8 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 
-from .jobs import X, Y, interrupt_when_ready, make_predict, make_slow, make_train
+from .jobs import (X, Y, interrupt_when_ready, make_predict, make_slow, make_train,
+                   refusals_inside_a_callback)
 
 
 @pytest.fixture(autouse=True)
@@ -96,17 +97,8 @@ def test_exception_in_callback_is_reported_and_others_still_run():
 def test_blocking_inside_a_callback_raises_instead_of_deadlocking():
     train = make_train(tp.Callback[tp.Numpy])
     predict = make_predict()
-    errors = []
-
-    def cb(_):
-        for call in (lambda: predict(X), flow.sync_default_session):
-            try:
-                call()
-            except RuntimeError as exc:
-                errors.append(str(exc))
-
-    train(X, Y)(cb)
-    flow.sync_default_session()
+    errors = refusals_inside_a_callback(train(X, Y), lambda: predict(X),
+                                        flow.sync_default_session)
     assert len(errors) == 2 and all("deadlock" in e for e in errors)
 
 

@@ -11,7 +11,8 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow.session import default_session
 
-from .jobs import X, Y, make_slow, make_train, ran_on, reference_losses
+from .jobs import (X, Y, make_slow, make_train, ran_on, reference_losses,
+                   refusals_inside_a_callback)
 
 
 @pytest.fixture(autouse=True)
@@ -265,16 +266,8 @@ def test_slow_callbacks_go_back_to_the_delivery_thread_where_they_overlap_the_ca
 
 def test_inside_a_callback_run_here_the_delivery_threads_refusals_hold():
     train = _compiled_train()
-    errors = []
-
-    def calls_back_in(loss):
-        for attempt in (lambda: train(X, Y), flow.sync_default_session):
-            try:
-                attempt()
-            except RuntimeError as exc:
-                errors.append(str(exc))
-    train(X, Y)(calls_back_in)
-    flow.sync_default_session()
+    errors = refusals_inside_a_callback(train(X, Y), lambda: train(X, Y),
+                                        flow.sync_default_session)
     assert len(errors) == 2 and all("inside an aioflow callback" in e for e in errors)
     # and the job goes on, its callbacks here again
     seen = []
