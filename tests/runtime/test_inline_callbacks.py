@@ -208,6 +208,10 @@ def test_the_rule_weighs_the_callers_own_time_against_a_tenth_of_the_step():
     assert compiled.fits_inline
     compiled.caller_seconds = 0.0005           # more: a queued step overlaps it
     assert not compiled.fits_inline
+    compiled.caller_seconds = 0.004 * 19.9     # under 20 steps: a queued step overlaps
+    assert not compiled.fits_inline
+    compiled.caller_seconds = 0.004 * 20       # away 20 steps' time (a pause): here again
+    assert compiled.fits_inline
     compiled.step_seconds, compiled.caller_seconds = 0.011, 0.0   # over the budget
     assert not compiled.fits_inline
 
