@@ -20,6 +20,7 @@ graph double(x: float32[2]) {
 """
 from __future__ import annotations
 
+import collections
 import functools
 import time
 
@@ -167,9 +168,10 @@ class JobFunction:
 # less than the two thread hand-offs it saves (~40-60 us here), so it cannot stall the
 # loop noticeably, and `await job(x)` of a small job costs about a blocking call.
 LOOP_STEP_BYTES = 64 << 10
-# Weight of the latest step in the running average of a job's step time (which decides
-# whether larger awaited steps may run on the loop: flow.config.await_on_loop_ms).
-_STEP_TIME_WEIGHT = 0.25
+# Weight of the latest callback in the running average of a job's callback time
+# (CompiledJob.delivers_here).
+_CALLBACK_TIME_WEIGHT = 0.25
+RECENT_STEPS = 9   # step_seconds: the median of this many measured steps
 AWAY_STEPS = 20   # fits_inline: a caller gone this many steps' time runs its next step here
 
 
@@ -220,7 +222,11 @@ class CompiledJob:
         if capturer is not None and config.get("cuda_graphs"):
             from .runtime.graph_capture import CapturedStep
             self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
-        self.step_seconds: float | None = None   # running average of measured steps
+        # The median of the last RECENT_STEPS measured steps, not a mean: one of a noisy
+        # host's spikes (a 10 ms step among 3.6 ms ones) would push a mean over the
+        # budgets below for several steps, and send them the slower way meanwhile.
+        self.step_seconds: float | None = None
+        self._recent_steps: collections.deque = collections.deque(maxlen=RECENT_STEPS)
         # The time a plain-code caller of the Callback (or old-API) form spent on its own
         # between its last two calls (loading the next batch...): what a queued step would
         # overlap (fits_inline). From a call's return to the next call, less the time spent
@@ -336,7 +342,7 @@ class CompiledJob:
     def note_callback_time(self, seconds: float) -> None:
         average = self.callback_seconds
         self.callback_seconds = seconds if average is None else (
-            average + _STEP_TIME_WEIGHT * (seconds - average))
+            average + _CALLBACK_TIME_WEIGHT * (seconds - average))
 
     def note_caller_arrived(self) -> None:
         """A plain-code Callback (or old-API) call begins: measure the caller's own time
@@ -382,9 +388,9 @@ class CompiledJob:
         return self.submit(arrays).result()
 
     def _note_step_time(self, seconds: float) -> None:
-        average = self.step_seconds
-        self.step_seconds = seconds if average is None else (
-            average + _STEP_TIME_WEIGHT * (seconds - average))
+        recent = self._recent_steps
+        recent.append(seconds)
+        self.step_seconds = sorted(recent)[len(recent) // 2]
 
 
 def _compile_options() -> dict:
