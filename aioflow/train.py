@@ -1,7 +1,7 @@
 """``flow.train``: OneFlow's home of ``CheckPoint`` and ``SimpleCheckPointManager``; aioflow
 adds the non-finite guard's report (``skipped_steps``, ``NonFiniteStepWarning``)."""
 from .checkpoint import CheckPoint
-from .checkpoint_manager import SimpleCheckPointManager
+from .checkpoint.manager import SimpleCheckPointManager
 from .step_guard import NonFiniteStepWarning, skipped_steps
 
 __all__ = ["CheckPoint", "SimpleCheckPointManager", "NonFiniteStepWarning", "skipped_steps"]

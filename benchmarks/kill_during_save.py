@@ -65,7 +65,7 @@ def run(kills: int, workdir: str, seed: int = 0, timeout: float = 120.0,
         log=print) -> dict:
     """Kill ``kills`` saving children; returns the counts the checks need."""
     import aioflow as flow
-    from aioflow.checkpoint_io import CheckpointWarning
+    from aioflow.checkpoint.io import CheckpointWarning
 
     rng = random.Random(seed)
     path = os.path.join(workdir, "model")

@@ -8,7 +8,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.checkpoint import CheckpointMismatchError
-from aioflow.checkpoint_io import CheckpointWarning
+from aioflow.checkpoint.io import CheckpointWarning
 
 
 @pytest.fixture(autouse=True)
@@ -111,7 +111,7 @@ def test_bad_checkpoint_changes_nothing_and_names_the_file(tmp_path):
                               "fc-bias": np.zeros(2, np.float32)}, with_meta=True)
     with open(os.path.join(root, "fc-bias", "out"), "wb") as f:
         f.write(b"\0" * 4)  # truncated: 4 bytes instead of 8
-    with pytest.raises(flow.checkpoint_io.CheckpointError, match="fc-bias"):
+    with pytest.raises(flow.checkpoint.io.CheckpointError, match="fc-bias"):
         flow.train.CheckPoint().load(root)
     after = flow.get_all_variables()
     for name in before:
@@ -122,7 +122,7 @@ def test_missing_model_variable_is_an_error(tmp_path):
     train, predict = _jobs()
     root = str(tmp_path / "partial")
     _write_oneflow_dir(root, {"fc-weight": np.zeros((2, 3), np.float32)}, with_meta=True)
-    with pytest.raises(flow.checkpoint_io.CheckpointError, match="fc-bias"):
+    with pytest.raises(flow.checkpoint.io.CheckpointError, match="fc-bias"):
         flow.train.CheckPoint().load(root)
 
 
@@ -230,7 +230,7 @@ def test_non_strict_load_still_refuses_a_corrupt_variable(tmp_path):
     flow.train.CheckPoint().init()
     before = flow.get_all_variables()
     for strict in (True, False):
-        with pytest.raises(flow.checkpoint_io.CheckpointError, match="'fc-bias'.*checksum"):
+        with pytest.raises(flow.checkpoint.io.CheckpointError, match="'fc-bias'.*checksum"):
             flow.train.CheckPoint().load(tmp_path / "full", strict=strict)
     after = flow.get_all_variables()
     assert all(np.array_equal(after[n], before[n]) for n in before)

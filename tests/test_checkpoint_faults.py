@@ -10,8 +10,8 @@ import uuid
 import numpy as np
 import pytest
 
-from aioflow import checkpoint_io, checkpoint_recovery
-from aioflow.checkpoint_io import (CheckpointError, CheckpointNotFoundError,
+from aioflow.checkpoint import io as checkpoint_io, recovery as checkpoint_recovery
+from aioflow.checkpoint.io import (CheckpointError, CheckpointNotFoundError,
                                    CheckpointWarning, read_arrays, save_arrays)
 
 

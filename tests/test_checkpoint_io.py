@@ -1,4 +1,4 @@
-"""Tests for aioflow.checkpoint_io: OneFlow's checkpoint directory format."""
+"""Tests for aioflow.checkpoint.io: OneFlow's checkpoint directory format."""
 from __future__ import annotations
 
 import doctest
@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from aioflow import checkpoint_io
-from aioflow.checkpoint_io import (
+from aioflow.checkpoint import io as checkpoint_io
+from aioflow.checkpoint.io import (
     CheckpointError,
     CheckpointExistsError,
     CheckpointNotFoundError,
@@ -556,3 +556,10 @@ def test_target_appearing_during_save_is_not_clobbered(tmp_path, monkeypatch):
     with pytest.raises(CheckpointExistsError, match="appeared while saving"):
         save_arrays(root, {"w": np.ones(2)})
     assert os.listdir(root) == ["other"] and _leftovers(tmp_path) == []
+
+
+def test_the_documented_old_path_is_the_same_module():
+    # docs/api documented aioflow.checkpoint_io before the package existed
+    import aioflow.checkpoint_io as old_path
+    from aioflow.checkpoint_io import CheckpointError as old_error
+    assert old_path is checkpoint_io and old_error is CheckpointError

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow.checkpoint_io import CheckpointError, read_arrays, save_arrays
+from aioflow.checkpoint.io import CheckpointError, read_arrays, save_arrays
 
 FUZZ = settings(max_examples=60, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow,
@@ -180,7 +180,7 @@ def _corrupt(root, corruption) -> bool:
 def _read(root):
     with warnings.catch_warnings():
         # a missing snapshot_done only warns: a documented, loadable state
-        warnings.simplefilter("ignore", flow.checkpoint_io.CheckpointWarning)
+        warnings.simplefilter("ignore", flow.checkpoint.io.CheckpointWarning)
         return read_arrays(root)
 
 
@@ -235,7 +235,7 @@ def test_a_refused_load_changes_nothing(model, corruption):
                              "fz-bias": np.ones(2, np.float32)})
         _corrupt(root, corruption)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", flow.checkpoint_io.CheckpointWarning)
+            warnings.simplefilter("ignore", flow.checkpoint.io.CheckpointWarning)
             try:
                 flow.train.CheckPoint().load(root)
             except CheckpointError:

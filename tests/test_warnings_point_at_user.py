@@ -47,7 +47,7 @@ def test_gpu_placement_without_gpu(monkeypatch):
 
 
 def test_checkpoint_warnings(tmp_path):
-    from aioflow.checkpoint_io import read_arrays, save_arrays
+    from aioflow.checkpoint.io import read_arrays, save_arrays
     root = tmp_path / "ckpt"
     save_arrays(str(root), {"w": np.ones(2, np.float32)})
     (root / "snapshot_done").unlink()       # an unfinished save: loads with a warning

@@ -19,7 +19,7 @@ from asgi_lifespan import LifespanManager
 from PIL import Image
 
 import aioflow as flow
-from aioflow import checkpoint_io
+from aioflow.checkpoint import io as checkpoint_io
 from aioflow import session as session_mod
 from serving_helpers import ServerProcess, load_server_module
 

@@ -2,7 +2,7 @@
 
 A save of ``<parent>/<name>`` writes into the hidden sibling ``.<name>.tmp-XXXXXXXX``; an
 overwriting save also moves the previous checkpoint aside to ``.<name>.old-XXXXXXXX``
-for the moment between its two renames (:func:`aioflow.checkpoint_io.save_arrays`). A
+for the moment between its two renames (:func:`aioflow.checkpoint.io.save_arrays`). A
 process killed mid-save leaves them behind. :func:`tidy`, run by every save and load of
 the path, puts things right:
 

@@ -2,7 +2,7 @@
 
 On disk: OneFlow's layout, one folder per variable with ``out`` (raw little-endian bytes)
 and ``meta`` (shape and dtype), plus an empty ``snapshot_done``; see
-:mod:`aioflow.checkpoint_io`. Every function here first compiles the jobs defined so far
+:mod:`aioflow.checkpoint.io`. Every function here first compiles the jobs defined so far
 (so their variables exist) and waits for pending steps.
 
 >>> import numpy as np, tempfile, os, aioflow as flow, aioflow.typing as tp
@@ -25,11 +25,11 @@ import warnings
 
 import numpy as np
 
-from . import checkpoint_io
-from .checkpoint_io import CheckpointError, CheckpointWarning
-from .runtime.results import blocking_entry
-from .callsite import user_stacklevel
-from .session import default_session
+from . import io as checkpoint_io
+from .io import CheckpointError, CheckpointWarning
+from ..runtime.results import blocking_entry
+from ..callsite import user_stacklevel
+from ..session import default_session
 
 
 __all__ = [
@@ -207,7 +207,7 @@ def _foreign_training_state(name: str, session) -> bool:
     """Whether ``name`` is training state (a step counter or an optimizer slot of one of
     the session's variables) that a session without any training state may ignore: an
     inference script loading what a training script saved."""
-    from .optimizer import SLOT_NAMES
+    from ..optimizer import SLOT_NAMES
     if any(record.is_state for record in session.variables.values()):
         return False
     if name.startswith("System-Train-"):   # step counters, loss scales (optimizer.py)

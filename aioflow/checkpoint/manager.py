@@ -28,8 +28,8 @@ import datetime
 import os
 from typing import List, Optional
 
-from .checkpoint import CheckPoint
-from .checkpoint_io import DONE_FILENAME
+from . import CheckPoint
+from .io import DONE_FILENAME
 
 __all__ = ["SimpleCheckPointManager"]
 
