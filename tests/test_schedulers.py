@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from aioflow import schedulers as S
+from aioflow.optimizer import schedulers as S
 
 
 def rates(sched, steps):

@@ -106,10 +106,10 @@ class DynamicLossScalePolicy(LossScalePolicy):
 
     def _state(self):
         """The job's (scale, good-step count) variables, declared on first use."""
-        from . import dtypes
-        from .initializers import constant_initializer, zeros_initializer
-        from .ir import current_graph
-        from .variables import get_variable
+        from .. import dtypes
+        from ..initializers import constant_initializer, zeros_initializer
+        from ..ir import current_graph
+        from ..variables import get_variable
         graph = current_graph()
         blobs = []
         for kind, dtype, init in (("LossScale", dtypes.float32,
@@ -121,7 +121,7 @@ class DynamicLossScalePolicy(LossScalePolicy):
         return blobs
 
     def _scale_as(self, blob):
-        from .ops_api import cast
+        from ..ops_api import cast
         scale = self._state()[0]
         return scale if blob.dtype is scale.dtype else cast(scale, blob.dtype)
 
@@ -129,11 +129,11 @@ class DynamicLossScalePolicy(LossScalePolicy):
         return loss * self._scale_as(loss)
 
     def unscaled(self, grad):
-        from . import math as flow_math
+        from .. import math as flow_math
         return grad * flow_math.reciprocal(self._scale_as(grad))
 
     def after_step(self, flag) -> None:
-        from .ops.loss_scale import dynamic_loss_scale_update
+        from ..ops.loss_scale import dynamic_loss_scale_update
         scale, good_steps = self._state()
         dynamic_loss_scale_update(scale, good_steps, flag,
                                   increment_period=self.increment_period,

@@ -5,7 +5,7 @@ where the first train step of a job is step 0. This follows OneFlow, whose
 ``AutoTrainStep`` pass keeps an int64 train-step variable initialized to 0, feeds
 its current value to the learning-rate op and then assigns ``value + 1``.
 
->>> from aioflow.schedulers import PiecewiseConstantScheduler, LinearWarmup
+>>> from aioflow.optimizer.schedulers import PiecewiseConstantScheduler, LinearWarmup
 >>> sched = PiecewiseConstantScheduler([2], [0.1, 0.01], warmup=LinearWarmup(2, 0.5))
 >>> [round(sched.lr(s), 6) for s in range(5)]
 [0.05, 0.075, 0.1, 0.01, 0.01]
@@ -109,7 +109,7 @@ class ConstantWarmup(Warmup):
     """``flow.optimizer.warmup.constant(steps, multiplier)``: ``base_lr * multiplier``
     for the first ``steps`` steps; OneFlow required ``0 < multiplier < 1``.
 
-    >>> from aioflow.schedulers import ConstantWarmup, CosineScheduler
+    >>> from aioflow.optimizer.schedulers import ConstantWarmup, CosineScheduler
     >>> s = CosineScheduler(0.1, 100, warmup=ConstantWarmup(10, 0.1))
     >>> round(s.lr(9), 6), round(s.lr(10), 6)
     (0.01, 0.097553)
@@ -132,7 +132,7 @@ class LinearWarmup(Warmup):
     linearly, ``start + (1 - start) * step / steps`` for ``step < steps``;
     OneFlow required ``0 <= start_multiplier < 1``.
 
-    >>> from aioflow.schedulers import LinearWarmup, PiecewiseConstantScheduler
+    >>> from aioflow.optimizer.schedulers import LinearWarmup, PiecewiseConstantScheduler
     >>> s = PiecewiseConstantScheduler([], [0.01], warmup=LinearWarmup(10, 0.1))
     >>> [round(s.lr(k), 6) for k in (0, 5, 10)]
     [0.001, 0.0055, 0.01]
@@ -202,7 +202,7 @@ class PiecewiseConstantScheduler(LrScheduler):
     ``len(values)`` must be ``len(boundaries) + 1``; the warmup's base rate is
     ``values[0]``. ``PiecewiseConstantScheduler([], [lr])`` is a constant rate.
 
-    >>> from aioflow.schedulers import PiecewiseConstantScheduler
+    >>> from aioflow.optimizer.schedulers import PiecewiseConstantScheduler
     >>> s = PiecewiseConstantScheduler([10, 20], [0.1, 0.01, 0.001])
     >>> [s.lr(k) for k in (0, 10, 11, 20, 21)]
     [0.1, 0.1, 0.01, 0.01, 0.001]
@@ -232,7 +232,7 @@ class PiecewiseScalingScheduler(LrScheduler):
     A single number for ``scale`` is repeated for every boundary, as OneFlow did (not
     compounded): ``scale=0.1, boundaries=[5, 10]`` gives factors ``[1, 0.1, 0.1]``.
 
-    >>> from aioflow.schedulers import PiecewiseScalingScheduler
+    >>> from aioflow.optimizer.schedulers import PiecewiseScalingScheduler
     >>> s = PiecewiseScalingScheduler(0.1, [5, 10], [0.5, 0.1])
     >>> [round(s.lr(k), 6) for k in (5, 6, 11)]
     [0.1, 0.05, 0.01]
@@ -262,7 +262,7 @@ class PiecewiseScalingScheduler(LrScheduler):
 class CosineScheduler(LrScheduler):
     """``base_lr * ((1 - alpha) * 0.5 * (1 + cos(pi * t / steps)) + alpha)``, t = min(step, steps).
 
-    >>> from aioflow.schedulers import CosineScheduler
+    >>> from aioflow.optimizer.schedulers import CosineScheduler
     >>> s = CosineScheduler(0.01, 10, alpha=0.1)
     >>> [round(s.lr(k), 6) for k in (0, 5, 10, 50)]
     [0.01, 0.0055, 0.001, 0.001]
@@ -289,7 +289,7 @@ class PolynomialScheduler(LrScheduler):
     Without ``cycle``: ``t = min(step, steps)``, ``T = steps``. With ``cycle``:
     ``t = max(step, 1)``, ``T = steps * ceil(t / steps)`` (the decay restarts).
 
-    >>> from aioflow.schedulers import PolynomialScheduler
+    >>> from aioflow.optimizer.schedulers import PolynomialScheduler
     >>> s = PolynomialScheduler(0.001, 5, end_learning_rate=0.00001, power=2)
     >>> [round(s.lr(k), 8) for k in (0, 1, 5, 9)]
     [0.001, 0.0006436, 1e-05, 1e-05]
@@ -332,7 +332,7 @@ class LinearCosineScheduler(LrScheduler):
     """``base_lr * ((alpha + (T - t) / T) * 0.5 * (1 + cos(2 pi num_periods t / T)) + beta)``,
     t = min(step, T), T = steps.
 
-    >>> from aioflow.schedulers import LinearCosineScheduler
+    >>> from aioflow.optimizer.schedulers import LinearCosineScheduler
     >>> s = LinearCosineScheduler(0.1, 10)
     >>> [round(s.lr(k), 6) for k in (0, 10, 20)]
     [0.1001, 0.0001, 0.0001]
@@ -384,7 +384,7 @@ class _RateDecay(LrScheduler):
 class ExponentialScheduler(_RateDecay):
     """``base_lr * decay_rate ** p``, p = step / steps (floored with ``staircase``).
 
-    >>> from aioflow.schedulers import ExponentialScheduler
+    >>> from aioflow.optimizer.schedulers import ExponentialScheduler
     >>> s = ExponentialScheduler(0.1, 10, 0.5, staircase=True)
     >>> [s.lr(k) for k in (0, 9, 10, 25)]
     [0.1, 0.1, 0.05, 0.025]
@@ -402,7 +402,7 @@ class InverseTimeScheduler(_RateDecay):
     OneFlow's docstring put the floor around ``decay_rate * p``; its kernel floors p
     alone, which is what aioflow does.
 
-    >>> from aioflow.schedulers import InverseTimeScheduler
+    >>> from aioflow.optimizer.schedulers import InverseTimeScheduler
     >>> s = InverseTimeScheduler(0.1, 5, 0.9)
     >>> [round(s.lr(k), 6) for k in (0, 5, 10)]
     [0.1, 0.052632, 0.035714]
@@ -415,7 +415,7 @@ class InverseTimeScheduler(_RateDecay):
 class NaturalExpScheduler(_RateDecay):
     """``base_lr * exp(-decay_rate * p)``, p = step / steps (floored with ``staircase``).
 
-    >>> from aioflow.schedulers import NaturalExpScheduler
+    >>> from aioflow.optimizer.schedulers import NaturalExpScheduler
     >>> s = NaturalExpScheduler(0.1, 10, 0.5)
     >>> round(s.lr(20), 6)
     0.036788
@@ -428,7 +428,7 @@ class NaturalExpScheduler(_RateDecay):
 def as_scheduler(lr_or_scheduler) -> LrScheduler:
     """A scheduler as is; a plain number ``lr >= 0`` as ``PiecewiseConstantScheduler([], [lr])``.
 
-    >>> from aioflow.schedulers import as_scheduler
+    >>> from aioflow.optimizer.schedulers import as_scheduler
     >>> as_scheduler(0.1).lr(1000)
     0.1
     """

@@ -26,11 +26,12 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from . import config, dtypes, loss_scale, ops_api
-from .compiler.autodiff import gradients
-from .ir import current_graph
-from .ops import state as state_ops
-from .ops.lazy_adam import lazy_adam_update
+from .. import config, dtypes, ops_api
+from . import loss_scale
+from ..compiler.autodiff import gradients
+from ..ir import current_graph
+from ..ops import state as state_ops
+from ..ops.lazy_adam import lazy_adam_update
 from .schedulers import (ConstantWarmup, CosineScheduler, ExponentialScheduler,  # noqa: F401
                          InverseTimeScheduler, LinearCosineScheduler, LinearWarmup,
                          LrScheduler, NaturalExpScheduler, PiecewiseConstantScheduler,
@@ -127,8 +128,8 @@ class Optimizer:
 
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
-        from .initializers import zeros_initializer
-        from .variables import get_variable
+        from ..initializers import zeros_initializer
+        from ..variables import get_variable
         graph = current_graph()
         record = graph.session.variables[param_name]
         name = f"{param_name}-{slot}"
@@ -345,7 +346,7 @@ def build_training(graph) -> None:
     graph.watched_diffs = [grads[b.id] if b.id in grads
                            else ops_api.zeros_like(b) for b in watched]
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
-    from .distributed import graph_ops, is_distributed
+    from ..distributed import graph_ops, is_distributed
     if is_distributed():
         # Averaged over the ranks before clipping, which must see the averaged gradients.
         pairs = graph_ops.average_gradients(graph, pairs)
@@ -358,8 +359,8 @@ def build_training(graph) -> None:
         pairs = [(n, p, g + penalties[p.id] if p.id in penalties else g) for n, p, g in pairs]
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)
                   if p.id in penalties and p.id not in grads]
-    from .initializers import zeros_initializer
-    from .variables import get_variable
+    from ..initializers import zeros_initializer
+    from ..variables import get_variable
     step_name = train_step_name(graph.name)
     record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
                                       False, graph, is_state=True)
@@ -393,6 +394,6 @@ def build_training(graph) -> None:
 
 
 # OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).
-from .optimizers_layerwise import LAMB, LARS  # noqa: E402
+from .layerwise import LAMB, LARS  # noqa: E402
 
 __all__ += ["LAMB", "LARS"]

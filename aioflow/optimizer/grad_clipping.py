@@ -10,7 +10,7 @@ class ClipByGlobalNorm:
         self.clip_norm = float(clip_norm)
 
     def clip(self, grads):
-        from . import math
+        from .. import math
         if not grads:
             return grads
         total = math.add_n([math.reduce_sum(math.square(g)) for g in grads])

@@ -19,7 +19,7 @@ the Blob itself.
 """
 from __future__ import annotations
 
-from .ir import Blob
+from ..ir import Blob
 from .schedulers import LrScheduler
 
 __all__ = ["CustomScheduler"]
@@ -60,7 +60,7 @@ class CustomScheduler(LrScheduler):
 
     def rate(self, graph) -> Blob:
         """The step's learning rate (a host float64 scalar) from the named blob."""
-        from .ops.state import learning_rate_from_blob
+        from ..ops.state import learning_rate_from_blob
         return learning_rate_from_blob(self._blob(graph))
 
     def __repr__(self) -> str:

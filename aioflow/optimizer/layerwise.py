@@ -18,13 +18,13 @@ True
 """
 from __future__ import annotations
 
-from .ops import layerwise_updates as _ops
+from ..ops import layerwise_updates as _ops
 
 __all__ = ["LAMB", "LARS"]
 
 
 def _base():
-    from .optimizer import Optimizer, _check_unit
+    from . import Optimizer, _check_unit
     return Optimizer, _check_unit
 
 
@@ -38,7 +38,7 @@ class LAMB(_base()[0]):
         super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
                          loss_scale_factor=loss_scale_factor,
                          loss_scale_policy=loss_scale_policy)
-        from .optimizer import _set_moment_rates
+        from . import _set_moment_rates
         _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
