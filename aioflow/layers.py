@@ -23,7 +23,7 @@ from .ir import Blob, current_graph
 from .nn import _pair, bias_add, conv2d as _conv2d
 from .ops import nn as _nn
 from .ops import state as _state
-from .ops_api import matmul, reshape
+from .oneflow_ops.ops_api import matmul, reshape
 from .variables import get_variable
 
 
@@ -227,13 +227,13 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
                                  "NWC" if data_format.upper() == "NWC" else None)
 
 
-from .layers_more import (batch_normalization_add_relu, batch_normalization_relu,  # noqa: E402,F401
+from .oneflow_ops.layers_more import (batch_normalization_add_relu, batch_normalization_relu,  # noqa: E402,F401
                           conv3d, layer_norm_grad, layer_norm_param_grad)
-from .resample import upsample_2d  # noqa: E402,F401
+from .oneflow_ops.resample import upsample_2d  # noqa: E402,F401
 
 __all__ += ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
             "layer_norm_grad", "layer_norm_param_grad", "upsample_2d"]
 
-from .ordinal_encoder import categorical_ordinal_encoder  # noqa: E402
+from .oneflow_ops.ordinal_encoder import categorical_ordinal_encoder  # noqa: E402
 
 __all__ += ["categorical_ordinal_encoder"]

@@ -1,4 +1,4 @@
 """``flow.linalg``: OneFlow's ``linalg.matmul`` is ``flow.matmul``."""
-from .ops_api import matmul
+from .oneflow_ops.ops_api import matmul
 
 __all__ = ["matmul"]

@@ -242,7 +242,7 @@ def xlogy(x, y, name=None):
 
 
 def _where(condition, x, y, name=None):
-    from .ops_api import where
+    from .oneflow_ops.ops_api import where
     return where(condition, x, y, name=name)
 
 
@@ -281,7 +281,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     out = log(total) + peak
     if keepdims:
         return _identity(out, name)
-    from .ops_api import reshape as _reshape
+    from .oneflow_ops.ops_api import reshape as _reshape
     return _reshape(out, _red.reduced_shape(input_tensor.shape,
                                             _axes_of("reduce_logsumexp", input_tensor, axis),
                                             False), name=name)
@@ -354,7 +354,7 @@ def in_top_k(targets, predictions, k, name=None):
     if predictions.ndim != 2 or targets.shape != predictions.shape[:1]:
         raise ValueError(f"in_top_k: predictions must be 2-d and targets 1-d of its batch "
                          f"size, got {predictions.shape} and {targets.shape}")
-    from .ops_api import expand_dims as _expand, cast as _cast
+    from .oneflow_ops.ops_api import expand_dims as _expand, cast as _cast
     picked = indexing.take_along_axis_op(predictions, _expand(_cast(targets, "int64"), 1),
                                          axis=1)
     above = reduce_sum(_cast(greater(predictions, picked), "int32"), axis=1)
@@ -364,14 +364,14 @@ def in_top_k(targets, predictions, k, name=None):
 import builtins as _builtins  # noqa: E402
 builtins_slice = _builtins.slice
 
-from .math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
+from .oneflow_ops.math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
 
 __all__ += ["gelu_grad", "sigmoid_grad"]
 
 # OneFlow v0.3.4's further math names (issue 18): defined in math_more and scatter_api.
-from .math_more import (broadcast_to_compatible_with, lgamma,  # noqa: E402
+from .oneflow_ops.math_more import (broadcast_to_compatible_with, lgamma,  # noqa: E402
                         reduced_shape_elem_cnt, two_stage_reduce_max, two_stage_reduce_min)
-from .scatter_api import (unsorted_batch_segment_sum, unsorted_segment_sum,  # noqa: E402
+from .oneflow_ops.scatter_api import (unsorted_batch_segment_sum, unsorted_segment_sum,  # noqa: E402
                           unsorted_segment_sum_like)
 
 __all__ += ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min", "reduced_shape_elem_cnt",

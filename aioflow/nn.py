@@ -80,7 +80,7 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     also accepted); returns the per-sample losses.
     """
     if labels.ndim == logits.ndim and labels.shape[-1] == 1:
-        from .ops_api import reshape
+        from .oneflow_ops.ops_api import reshape
         labels = reshape(labels, labels.shape[:-1])
     loss, _prob = _nn.sparse_softmax_ce(labels, logits, name=name)
     return loss
@@ -299,7 +299,7 @@ def moments(x, axes, keepdims=False, name=None):
 
 def _param_view(blob, x, axis, op_name, arg):
     """A 1-d parameter of x's ``axis`` size (or one of x's rank) shaped to broadcast."""
-    from .ops_api import reshape
+    from .oneflow_ops.ops_api import reshape
     if blob.ndim == x.ndim:
         return blob
     if blob.ndim != 1 or blob.shape[0] != x.shape[axis]:
@@ -330,7 +330,7 @@ def layer_norm(inputs, gamma=None, beta=None, begin_norm_axis=1, begin_params_ax
                epsilon=1e-5, name=None):
     """Normalize over the axes from ``begin_norm_axis`` on (mean 0, variance 1), then
     scale by ``gamma`` and shift by ``beta`` (shaped ``inputs.shape[begin_params_axis:]``)."""
-    from .ops_api import reshape
+    from .oneflow_ops.ops_api import reshape
     m = _math()
     begin = normalize_axis("layer_norm", begin_norm_axis, inputs.ndim)
     axes = list(range(begin, inputs.ndim))
@@ -352,7 +352,7 @@ def sparse_cross_entropy(labels, prediction, name=None):
     """``-log(prediction[label])`` per sample, for probabilities ``prediction`` (not
     logits) and integer ``labels`` of its shape without the last axis."""
     from .ops import indexing as _idx
-    from .ops_api import cast, expand_dims, reshape
+    from .oneflow_ops.ops_api import cast, expand_dims, reshape
     m = _math()
     if labels.ndim == prediction.ndim and labels.shape[-1] == 1:
         labels = reshape(labels, labels.shape[:-1])
@@ -379,7 +379,7 @@ def fused_scale_tril(x, diagonal=0, fill_value=0, scale=1, name=None):
 
 
 def _to_ncw(x, data_format, op_name):
-    from .ops_api import transpose
+    from .oneflow_ops.ops_api import transpose
     fmt = data_format.upper()
     if x.ndim != 3:
         raise ValueError(f"{op_name}: input must be 3-d ({data_format}), got shape {x.shape}")
@@ -391,7 +391,7 @@ def _to_ncw(x, data_format, op_name):
 
 
 def _from_nc1w(y, data_format):
-    from .ops_api import reshape, transpose
+    from .oneflow_ops.ops_api import reshape, transpose
     y = reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
     return transpose(y, perm=(0, 2, 1)) if data_format.upper() == "NWC" else y
 
@@ -420,7 +420,7 @@ def _padding_1d(padding, op_name):
 def conv1d(input, filters, strides=1, padding="VALID", data_format="NCW", dilations=1,
            groups=1, name=None):  # noqa: A002 - OneFlow's names
     """1-d convolution of ``input`` (NCW) with OIW ``filters``."""
-    from .ops_api import reshape
+    from .oneflow_ops.ops_api import reshape
     x = _to_ncw(input, data_format, "conv1d")
     if filters.ndim != 3:
         raise ValueError(f"conv1d: filters must be 3-d OIW, got shape {filters.shape}")
@@ -434,7 +434,7 @@ def conv1d(input, filters, strides=1, padding="VALID", data_format="NCW", dilati
 
 
 def _pool1d(pool, op_name, input, ksize, strides, padding, data_format, name):
-    from .ops_api import reshape
+    from .oneflow_ops.ops_api import reshape
     x = _to_ncw(input, data_format, op_name)
     x4 = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
     y = pool(x4, (1, _single(ksize, "ksize", op_name)),
@@ -457,16 +457,16 @@ def avg_pool1d(input, ksize, strides, padding, data_format="NCW", name=None):  #
 
 import numpy as np  # noqa: E402
 
-from .loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
+from .oneflow_ops.loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
                              MarginRankingLoss, MSELoss, TripletMarginLoss)
 
 __all__ += ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
             "MarginRankingLoss", "TripletMarginLoss"]
 
-from .nn_conv import (PixelShuffle, PixelShufflev2, avg_pool3d, compat_conv2d,  # noqa: E402,F401
+from .oneflow_ops.nn_conv import (PixelShuffle, PixelShufflev2, avg_pool3d, compat_conv2d,  # noqa: E402,F401
                       conv2d_transpose, conv3d, max_pool3d, random_mask_like,
                       torch_conv2d_transpose)
-from .nn_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: E402,F401
+from .oneflow_ops.nn_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: E402,F401
 
 __all__ += ["conv3d", "max_pool3d", "avg_pool3d", "conv2d_transpose", "torch_conv2d_transpose",
             "compat_conv2d", "PixelShuffle", "PixelShufflev2", "random_mask_like", "GroupNorm",

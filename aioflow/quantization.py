@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numbers
 
-from .ops_api import _require_blob
+from .oneflow_ops.ops_api import _require_blob
 from .ops import quantize as _q
 
 __all__ = ["fake_quantization", "min_max_observer", "moving_average_min_maxObserver"]
@@ -67,7 +67,7 @@ def moving_average_min_maxObserver(input, quantization_bit=8,  # noqa: A002,N802
     job they move each step, ``moving = moving * momentum + value * (1 - momentum)``,
     starting from the first batch's value; in a predict job they stay put. The symmetric
     and cambricon forms follow ``max(|max|, |min|)`` and keep both variables equal."""
-    from .assign_api import assign
+    from .oneflow_ops.assign_api import assign
     from .dtypes import int64
     from .initializers import zeros_initializer
     from .ir import current_graph

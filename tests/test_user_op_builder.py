@@ -9,7 +9,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow.user_op_table import USER_OPS
+from aioflow.oneflow_ops.user_op_table import USER_OPS
 
 rng = np.random.default_rng(7)
 F = np.float32
@@ -256,3 +256,11 @@ def test_outside_a_job_and_deprecated_attr_type():
             warnings.simplefilter("always")
             out = job(np.array([-2.0, 2.0], F))
     np.testing.assert_array_equal(out, [-1.0, 2.0])
+
+
+def test_the_documented_old_path_of_the_table_is_the_same_module():
+    # docs/api documented aioflow.user_op_table before the module moved into oneflow_ops
+    import aioflow.oneflow_ops.user_op_table as table
+    import aioflow.user_op_table as old_path
+    from aioflow.user_op_table import USER_OPS as old_table
+    assert old_path is table and old_table is USER_OPS

@@ -70,8 +70,9 @@ class Blob:
     __hash__ = object.__hash__
 
     # -- operators: each builds an op through the function bound for it -------------------
-    # ``aioflow.math`` and ``aioflow.ops_api`` bind them when imported (:func:`bind_operators`),
-    # so this module needs nothing above ``ir``: no import cycle, and no import per call.
+    # ``aioflow.math`` and ``aioflow.oneflow_ops.ops_api`` bind them when imported
+    # (:func:`bind_operators`), so this module needs nothing above ``ir``: no import cycle,
+    # and no import per call.
     _operators: dict = {}
 
     def _op(self, name):

@@ -26,7 +26,8 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from .. import config, dtypes, ops_api
+from .. import config, dtypes
+from ..oneflow_ops import ops_api
 from . import loss_scale
 from ..compiler.autodiff import gradients
 from ..ir import current_graph

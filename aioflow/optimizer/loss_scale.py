@@ -121,7 +121,7 @@ class DynamicLossScalePolicy(LossScalePolicy):
         return blobs
 
     def _scale_as(self, blob):
-        from ..ops_api import cast
+        from ..oneflow_ops.ops_api import cast
         scale = self._state()[0]
         return scale if blob.dtype is scale.dtype else cast(scale, blob.dtype)
 

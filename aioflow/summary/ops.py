@@ -153,7 +153,7 @@ def _each_step(what, args: list, fn, now) -> None:
             raise RuntimeError(f"flow.summary.{what}: blobs exist only inside a job function")
         now()
         return
-    from .. import ops_api
+    from ..oneflow_ops import ops_api
     from ..watch import watch
     blobs = [a for a in args if isinstance(a, Blob)]
     if not blobs:   # nothing of the job to wait for: a tiny constant marks each step

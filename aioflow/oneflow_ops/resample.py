@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
-from .ir import Blob
-from .kernels.conv import same_padding as _same_pads
+from .. import dtypes
+from ..ir import Blob
+from ..kernels.conv import same_padding as _same_pads
 
 __all__ = ["upsample_2d", "reflection_pad2d", "same_padding", "pad_grad"]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numbers
 
-from .ir import Blob
+from ..ir import Blob
 from .ops_api import _require_blob
-from .ops import elementwise as _ew
+from ..ops import elementwise as _ew
 
 __all__ = ["repeat", "acc", "unpack", "pack"]
 
@@ -97,7 +97,7 @@ def _from_unpacked(blob: Blob) -> bool:
 
 
 def _warn_whole_batch(op_name):
-    from .session import warn_once
+    from ..session import warn_once
     warn_once(f"micro_batch.{op_name}",
               f"flow.{op_name}: aioflow runs the micro-batches of flow.unpack / flow.pack as "
               "one batch (the same result for ops that treat samples independently)")

@@ -16,11 +16,11 @@ import numbers
 
 import numpy as np
 
-from . import dtypes, math
-from .ir import Blob, current_graph
-from .ops import elementwise as _ew
-from .ops import indexing as _idx
-from .ops.registry import normalize_axis
+from .. import dtypes, math
+from ..ir import Blob, current_graph
+from ..ops import elementwise as _ew
+from ..ops import indexing as _idx
+from ..ops.registry import normalize_axis
 from .ops_api import cast, concat, constant, expand_dims, reshape
 
 __all__ = ["gather", "gather_nd", "dim_gather", "one_hot", "pad", "stack", "range", "ones",

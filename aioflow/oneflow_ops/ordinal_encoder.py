@@ -15,7 +15,7 @@ from __future__ import annotations
 import numbers
 
 from .ops_api import _require_blob
-from .ops import ordinal_encode as _enc
+from ..ops import ordinal_encode as _enc
 
 __all__ = ["categorical_ordinal_encode", "categorical_ordinal_encoder"]
 
@@ -43,8 +43,8 @@ def categorical_ordinal_encoder(input_tensor, capacity, hash_precomputed=True,
                                 name="CategoricalOrdinalEncoder"):
     """:func:`categorical_ordinal_encode` with its own table of ``capacity`` entries, in
     the variables ``<name>-Table`` and ``<name>-Size``."""
-    from .initializers import zeros_initializer
-    from .variables import get_variable
+    from ..initializers import zeros_initializer
+    from ..variables import get_variable
     if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) \
             or capacity <= 0:
         raise ValueError(f"categorical_ordinal_encoder: capacity must be a positive int, "

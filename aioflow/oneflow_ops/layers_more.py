@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import initializers as init
-from .ir import Blob
-from .layers import _bias_then_activation, _layer_name, _variable, batch_normalization
+from .. import initializers as init
+from ..ir import Blob
+from ..layers import _bias_then_activation, _layer_name, _variable, batch_normalization
 
 __all__ = ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
            "layer_norm_grad", "layer_norm_param_grad"]
@@ -67,7 +67,7 @@ def batch_normalization_add_relu(inputs, addend=None, axis=-1, momentum=0.99, ep
                                  moving_variance_name=None):
     """``relu(batch_normalization(inputs) + addend)`` (``addend`` optional), with the
     variables of ``flow.layers.batch_normalization``."""
-    from . import math
+    from .. import math
     custom = {k: v for k, v in dict(gamma_name=gamma_name, beta_name=beta_name,
                                     moving_mean_name=moving_mean_name,
                                     moving_variance_name=moving_variance_name).items() if v}
@@ -122,8 +122,8 @@ def layer_norm_grad(dy, x, mean, inv_variance, begin_norm_axis=1, name="LayerNor
     the forward's per-row ``mean`` and ``inv_variance`` (``1/sqrt(var + eps)``):
     ``inv * (dy - mean(dy) - x_hat * mean(dy * x_hat))`` over the normalized axes, with
     ``x_hat = (x - mean) * inv``."""
-    from . import math
-    from .ops.registry import normalize_axis
+    from .. import math
+    from ..ops.registry import normalize_axis
     begin = normalize_axis("layer_norm_grad", begin_norm_axis, x.ndim)
     axes = list(range(begin, x.ndim))
     inv = _per_row(inv_variance, x, begin, "inv_variance")
@@ -137,8 +137,8 @@ def layer_norm_param_grad(dy, norm, gamma, begin_params_axis=-1, name="LayerNorm
     """Backward of layer norm's affine part ``y = norm * gamma + beta``: returns
     ``(normalized_diff, beta_diff, gamma_diff)`` = ``(dy * gamma, sum(dy), sum(dy *
     norm))``, the sums over the axes before ``begin_params_axis``."""
-    from . import math
-    from .ops.registry import normalize_axis
+    from .. import math
+    from ..ops.registry import normalize_axis
     from .ops_api import reshape
     begin = normalize_axis("layer_norm_param_grad", begin_params_axis, dy.ndim)
     params = dy.shape[begin:]

@@ -11,7 +11,7 @@ type name, inputs, outputs and attributes.
 [-1.0, 0.0, 3.0]
 
 The op types it knows are OneFlow's, with OneFlow's input, output and attribute names
-(``aioflow.user_op_table.USER_OPS``); each is built from aioflow's own ops, which bring
+(``aioflow.oneflow_ops.user_op_table.USER_OPS``); each is built from aioflow's own ops, which bring
 their gradients. Another op type raises ``NotImplementedError`` naming it: OneFlow's C++
 custom ops (``REGISTER_USER_OP``) cannot be registered in aioflow.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import warnings
 
-from .callsite import user_stacklevel
-from .ir import Blob, current_graph
+from ..callsite import user_stacklevel
+from ..ir import Blob, current_graph
 from .user_op_table import REQUIRED, USER_OPS
 
 __all__ = ["user_op_builder", "consistent_user_op_builder", "user_op_module_builder",

@@ -13,13 +13,13 @@ import builtins
 
 import numpy as np
 
-from . import dtypes, math
-from .ir import Blob, current_graph
-from .ir.blob import bind_operators
-from .ops import elementwise as _ew
-from .ops import linalg as _linalg
-from .ops import shape as _shape
-from .ops.registry import normalize_axis
+from .. import dtypes, math
+from ..ir import Blob, current_graph
+from ..ir.blob import bind_operators
+from ..ops import elementwise as _ew
+from ..ops import linalg as _linalg
+from ..ops import shape as _shape
+from ..ops.registry import normalize_axis
 
 
 __all__ = [

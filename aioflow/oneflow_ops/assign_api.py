@@ -18,8 +18,8 @@ next step sees the new one.
 """
 from __future__ import annotations
 
-from .ir import Blob
-from .ops import state as _state
+from ..ir import Blob
+from ..ops import state as _state
 from .ops_api import _require_blob
 
 __all__ = ["assign", "system_assign", "variable_name"]

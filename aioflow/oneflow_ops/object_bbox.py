@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Blob
+from ..ir import Blob
 
 __all__ = ["object_bbox_flip", "object_bbox_scale"]
 

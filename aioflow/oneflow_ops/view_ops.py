@@ -6,7 +6,7 @@ gradient; ``cast_to_current_logical_view`` the Blob itself).
 from __future__ import annotations
 
 from .ops_api import _require_blob
-from .ops import elementwise as _ew
+from ..ops import elementwise as _ew
 
 __all__ = ["amp_white_identity", "parallel_cast", "cast_to_current_logical_view"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
-from .ir import Blob
-from .ops import tensor_buffer as _tb
+from .. import dtypes
+from ..ir import Blob
+from ..ops import tensor_buffer as _tb
 
 __all__ = ["tensor_to_tensor_buffer", "tensor_buffer_to_tensor",
            "tensor_buffer_to_tensor_list", "tensor_list_to_tensor_buffer", "tensor_list_split"]

@@ -14,11 +14,11 @@ static maximum (padded) blob, and a job returning it hands back only its valid p
 """
 from __future__ import annotations
 
-from . import dtypes
-from .dynamic_shapes import mark, size_of
+from .. import dtypes
+from ..dynamic_shapes import mark, size_of
 from .ops_api import _require_blob
-from .ops import dynamic as _dyn
-from .ops import elementwise as _ew
+from ..ops import dynamic as _dyn
+from ..ops import elementwise as _ew
 
 __all__ = ["argwhere", "nonzero", "sync_dynamic_resize", "cast_to_static_shape",
            "dynamic_reshape"]

@@ -16,7 +16,7 @@ array([[ 0.5   ,  0.4144, -0.1   ]], dtype=float32)
 from __future__ import annotations
 
 from .ops_api import _require_blob
-from .ops import margin as _margin
+from ..ops import margin as _margin
 
 __all__ = ["combined_margin_loss"]
 

@@ -16,12 +16,12 @@ one per spatial axis.
 """
 from __future__ import annotations
 
-from . import dtypes
-from .ir import Blob
-from .kernels.conv import same_padding as _same_pads
-from .ops import conv3d as _conv3d
-from .ops import deconv as _deconv_ops
-from .ops import random_ops as _random
+from .. import dtypes
+from ..ir import Blob
+from ..kernels.conv import same_padding as _same_pads
+from ..ops import conv3d as _conv3d
+from ..ops import deconv as _deconv_ops
+from ..ops import random_ops as _random
 
 __all__ = ["conv3d", "max_pool3d", "avg_pool3d", "conv2d_transpose", "torch_conv2d_transpose",
            "compat_conv2d", "PixelShuffle", "PixelShufflev2", "random_mask_like"]
@@ -273,7 +273,7 @@ def compat_conv2d(input, filters, strides, padding,  # noqa: A002 - OneFlow's na
                   data_format="NCHW", dilations=None, groups=1, name=None):
     """``flow.nn.conv2d`` with TensorFlow's "SAME": an odd total padding puts the extra
     element after (OneFlow's ``"SAME_UPPER"``)."""
-    from .nn import conv2d
+    from ..nn import conv2d
     if isinstance(padding, str) and padding.upper() == "SAME":
         padding = "SAME_UPPER"
     return conv2d(input, filters, strides=strides, padding=padding, data_format=data_format,

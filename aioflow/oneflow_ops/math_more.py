@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
-from .ops import elementwise as _ew
-from .ops import gamma as _gamma
-from .ops import numerics as _num
-from .ops.registry import normalize_axis
+from .. import dtypes
+from ..ops import elementwise as _ew
+from ..ops import gamma as _gamma
+from ..ops import numerics as _num
+from ..ops.registry import normalize_axis
 from .ops_api import _require_blob
 
 __all__ = ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min",
@@ -35,13 +35,13 @@ def two_stage_reduce_max(x, axis=None, keepdims=False, name=None):
     """``flow.math.reduce_max``. OneFlow splits it in two stages (per device, then
     across devices) for model-parallel blobs; in one process both stages are one. The
     gradient is shared equally among tied maxima, as OneFlow's."""
-    from .math import reduce_max
+    from ..math import reduce_max
     return reduce_max(x, axis=axis, keepdims=keepdims, name=name)
 
 
 def two_stage_reduce_min(x, axis=None, keepdims=False, name=None):
     """``flow.math.reduce_min`` (see :func:`two_stage_reduce_max`)."""
-    from .math import reduce_min
+    from ..math import reduce_min
     return reduce_min(x, axis=axis, keepdims=keepdims, name=name)
 
 

@@ -14,8 +14,8 @@ array([4.], dtype=float32)
 """
 from __future__ import annotations
 
-from . import math
-from .ir import Blob
+from .. import math
+from ..ir import Blob
 
 __all__ = ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
            "MarginRankingLoss", "TripletMarginLoss", "smooth_l1_loss"]
