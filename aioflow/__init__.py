@@ -29,25 +29,25 @@ from .initializers import (constant_initializer, glorot_normal_initializer,
 from .ir import Blob
 from .oneflow_ops.loss_functions import smooth_l1_loss
 from .oneflow_ops.array_ops import (argsort, broadcast_like, constant_scalar, dim_gather, elem_cnt,
-                        gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
-                        range, reverse, sort, stack, zeros)
-from .oneflow_ops.ops_api import (cast, clip_by_value, concat, constant, constant_like, expand_dims,
-                      flatten, identity, matmul, ones_like, reshape, reshape_like, slice,
-                      squeeze, transpose, where, zeros_like)
+                                    gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
+                                    range, reverse, sort, stack, zeros)
+from .oneflow_ops.ops_api import (
+    cast, clip_by_value, concat, constant, constant_like, expand_dims, flatten, identity, matmul,
+    ones_like, reshape, reshape_like, slice, squeeze, transpose, where, zeros_like)
 from .oneflow_ops.resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
 from .oneflow_ops.assign_api import assign
 from .oneflow_ops.dynamic_api import (argwhere, cast_to_static_shape, dynamic_reshape, nonzero,
-                          sync_dynamic_resize)
+                                      sync_dynamic_resize)
 from .oneflow_ops.margin_loss import combined_margin_loss
 from .math import in_top_k
 from .oneflow_ops.math_more import (broadcast_to_compatible_with, count_not_finite,
-                        multi_count_not_finite)
+                                    multi_count_not_finite)
 from .oneflow_ops.micro_batch import acc, pack, repeat, unpack
 from .oneflow_ops.ordinal_encoder import categorical_ordinal_encode
 from .oneflow_ops.scatter_api import (scatter_nd, slice_update, slice_v2, tensor_scatter_nd_add,
-                          tensor_scatter_nd_update, unsorted_batch_segment_sum,
-                          unsorted_segment_sum, unsorted_segment_sum_like)
+                                      tensor_scatter_nd_update, unsorted_batch_segment_sum,
+                                      unsorted_segment_sum, unsorted_segment_sum_like)
 from .oneflow_ops.view_ops import amp_white_identity, cast_to_current_logical_view, parallel_cast
 from .session import clear_default_session, sync_default_session
 from .typing import PlaceholderSpec
@@ -61,12 +61,13 @@ from .env import current_resource
 from .no_effect import inter_job_reuse_mem_strategy
 from .oneflow_ops.object_bbox import object_bbox_flip, object_bbox_scale
 from .scope_desc import current_global_function_desc, current_scope
-from .oneflow_ops.user_op_builder import (consistent_user_op_builder, consistent_user_op_module_builder,
-                              user_op_builder, user_op_module_builder)
+from .oneflow_ops.user_op_builder import (
+    consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder,
+    user_op_module_builder)
 from .dtypes import record, tensor_buffer
 from .oneflow_ops.tensor_buffer_api import (tensor_buffer_to_tensor, tensor_buffer_to_tensor_list,
-                                tensor_list_split, tensor_list_to_tensor_buffer,
-                                tensor_to_tensor_buffer)
+                                            tensor_list_split, tensor_list_to_tensor_buffer,
+                                            tensor_to_tensor_buffer)
 
 __version__ = "0.1.0"
 

@@ -227,8 +227,9 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
                                  "NWC" if data_format.upper() == "NWC" else None)
 
 
-from .oneflow_ops.layers_more import (batch_normalization_add_relu, batch_normalization_relu,  # noqa: E402,F401
-                          conv3d, layer_norm_grad, layer_norm_param_grad)
+from .oneflow_ops.layers_more import (  # noqa: E402,F401
+    batch_normalization_add_relu, batch_normalization_relu, conv3d, layer_norm_grad,
+    layer_norm_param_grad)
 from .oneflow_ops.resample import upsample_2d  # noqa: E402,F401
 
 __all__ += ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",

@@ -368,11 +368,12 @@ from .oneflow_ops.math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
 
 __all__ += ["gelu_grad", "sigmoid_grad"]
 
-# OneFlow v0.3.4's further math names (issue 18): defined in math_more and scatter_api.
-from .oneflow_ops.math_more import (broadcast_to_compatible_with, lgamma,  # noqa: E402
-                        reduced_shape_elem_cnt, two_stage_reduce_max, two_stage_reduce_min)
-from .oneflow_ops.scatter_api import (unsorted_batch_segment_sum, unsorted_segment_sum,  # noqa: E402
-                          unsorted_segment_sum_like)
+# OneFlow v0.3.4's further math names (issue 18): defined in oneflow_ops (math_more, scatter_api).
+from .oneflow_ops.math_more import (  # noqa: E402
+    broadcast_to_compatible_with, lgamma, reduced_shape_elem_cnt, two_stage_reduce_max,
+    two_stage_reduce_min)
+from .oneflow_ops.scatter_api import (  # noqa: E402
+    unsorted_batch_segment_sum, unsorted_segment_sum, unsorted_segment_sum_like)
 
 __all__ += ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min", "reduced_shape_elem_cnt",
             "broadcast_to_compatible_with", "unsorted_segment_sum", "unsorted_segment_sum_like",

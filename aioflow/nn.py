@@ -457,16 +457,17 @@ def avg_pool1d(input, ksize, strides, padding, data_format="NCW", name=None):  #
 
 import numpy as np  # noqa: E402
 
-from .oneflow_ops.loss_functions import (BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss,  # noqa: E402,F401
-                             MarginRankingLoss, MSELoss, TripletMarginLoss)
+from .oneflow_ops.loss_functions import (  # noqa: E402,F401
+    BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, TripletMarginLoss)
 
 __all__ += ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
             "MarginRankingLoss", "TripletMarginLoss"]
 
-from .oneflow_ops.nn_conv import (PixelShuffle, PixelShufflev2, avg_pool3d, compat_conv2d,  # noqa: E402,F401
-                      conv2d_transpose, conv3d, max_pool3d, random_mask_like,
-                      torch_conv2d_transpose)
-from .oneflow_ops.nn_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: E402,F401
+from .oneflow_ops.nn_conv import (  # noqa: E402,F401
+    PixelShuffle, PixelShufflev2, avg_pool3d, compat_conv2d, conv2d_transpose, conv3d, max_pool3d,
+    random_mask_like, torch_conv2d_transpose)
+from .oneflow_ops.nn_norm import (  # noqa: E402,F401
+    GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 
 __all__ += ["conv3d", "max_pool3d", "avg_pool3d", "conv2d_transpose", "torch_conv2d_transpose",
             "compat_conv2d", "PixelShuffle", "PixelShufflev2", "random_mask_like", "GroupNorm",

@@ -210,7 +210,7 @@ def _foreign_training_state(name: str, session) -> bool:
     from ..optimizer import SLOT_NAMES
     if any(record.is_state for record in session.variables.values()):
         return False
-    if name.startswith("System-Train-"):   # step counters, loss scales (optimizer.py)
+    if name.startswith("System-Train-"):   # step counters, loss scales (aioflow/optimizer)
         return True
     base, _, slot = name.rpartition("-")
     return slot in SLOT_NAMES and base in session.variables
