@@ -320,9 +320,11 @@ class CompiledJob:
         cores from it."""
         if not self._short_enough(config.get("inline_callback_ms")):
             return False
+        if self._tiny:
+            return True
         gap = self.caller_seconds
-        if self._tiny or gap is None:
-            return self._tiny
+        if gap is None:            # the caller's own time is not known yet
+            return False
         step = self.step_seconds
         # A caller away for AWAY_STEPS steps or more (a pause, other work) is no loader
         # racing the steps: a queued step could overlap at most 1/(AWAY_STEPS + 1) of its
