@@ -280,6 +280,19 @@ class CupyBackend(Backend):
     def owns(self, array) -> bool:
         return isinstance(array, self.xp.ndarray)
 
+    def host_buffer(self, shape, dtype) -> np.ndarray:
+        return _empty_pinned(shape, dtype)   # copies from and to it run asynchronously
+
+    def copy_to_host_async(self, array, out: np.ndarray) -> CupyEvent:
+        """Called inside a step (the compute stream current): ordered after its kernels."""
+        self.xp.ascontiguousarray(array).reshape(out.shape).get(stream=self.stream, out=out)
+        return CupyEvent(self.stream)
+
+    def from_host_async(self, host_array: np.ndarray):
+        device_array = self.xp.empty(host_array.shape, host_array.dtype)
+        device_array.set(host_array, stream=self.stream)
+        return device_array
+
     def random_generator(self, seed):
         return self.xp.random.default_rng(seed)
 
