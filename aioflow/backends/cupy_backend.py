@@ -87,10 +87,16 @@ def _empty_pinned(shape, dtype) -> np.ndarray:
     return cupyx.empty_pinned(shape, dtype)
 
 
+def _on_host(array) -> bool:
+    """A value that stays on the host in a GPU step: a tensor buffer or tensor list (a
+    numpy object array of arrays, ``ops/tensor_buffer.py``), or host-resident state."""
+    return isinstance(array, np.ndarray)
+
+
 class _PinnedFetched(Fetched):
     """Outputs copied into pinned buffers; :meth:`take` copies them out and gives the
     buffers back. Holds the device outputs until then (their memory must not be reused
-    while the copy reads it)."""
+    while the copy reads it). Outputs that live on the host are copied as they are."""
 
     def __init__(self, arrays, event, device_outputs, ring: StagingRing):
         super().__init__(arrays, event)
@@ -99,7 +105,8 @@ class _PinnedFetched(Fetched):
 
     def take(self) -> list:
         host = [np.array(buffer, copy=True) for buffer in self.arrays]
-        self._ring.give_back(self.arrays)
+        self._ring.give_back([buffer for buffer, output in zip(self.arrays,
+                              self._device_outputs) if not _on_host(output)])
         self.arrays, self._device_outputs = host, None
         return host
 
@@ -139,6 +146,9 @@ class CupyDevice:
         buffers, arrays = [], []
         with self.copy_in:
             for host in host_arrays:
+                if host.dtype == object:    # a tensor buffer: its kernels read it on the host
+                    arrays.append(host)
+                    continue
                 buffer = self.ring.claim(host)    # copied at the call, or now
                 device_array = cupy.empty(host.shape, host.dtype)
                 device_array.set(buffer, stream=self.copy_in)
@@ -148,6 +158,8 @@ class CupyDevice:
 
     def private_copy(self, value: np.ndarray) -> np.ndarray:
         """A call's argument copied now, straight into a pinned staging buffer."""
+        if value.dtype == object:
+            return np.array(value, copy=True)
         return self.ring.lend_copy(value)
 
     def launch(self, fn: Callable[[list], list], staged: Staged) -> Launched:
@@ -174,6 +186,9 @@ class CupyDevice:
         self.copy_out.wait_event(launched.event.cuda_event)
         buffers = []
         for output in launched.outputs:
+            if _on_host(output):
+                buffers.append(output)
+                continue
             buffer = self.ring.take(output.shape, output.dtype)
             output.get(stream=self.copy_out, out=buffer)
             buffers.append(buffer)
