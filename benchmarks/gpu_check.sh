@@ -78,7 +78,7 @@ stage env 60 bash -c "(command -v nvidia-smi >/dev/null && nvidia-smi \
 
 XDIST=""
 if $PY -c "import xdist" >/dev/null 2>&1; then XDIST="-n 8"; fi
-PYTEST="$PY -m pytest -q -p no:cacheprovider -rfEs --continue-on-collection-errors"
+PYTEST="$PY -m pytest -q -p no:cacheprovider -p no:benchmark -rfEs --continue-on-collection-errors"
 
 if [ $DRY -eq 1 ]; then
     # The GPU tests skip here (they say why); the device paths they cover run on strict.

@@ -65,7 +65,7 @@ def _elementwise() -> dict:
             """
             const int ow = i % OW, oh = (i / OW) % OH;
             const long long plane = (long long)(i / (OW * OH)) * H * W;
-            T best = -INFINITY;
+            T best = (T)(-__longlong_as_double(0x7ff0000000000000LL));   // -inf (NVRTC has no INFINITY)
             int chosen = 0;
             for (int a = 0; a < kh; ++a) {
                 const int h = oh * sh - pt + a;
