@@ -71,6 +71,8 @@ else
 fi
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 export AIOFLOW_OFFLINE=1
+# The GPU machine runs commands as root, and its Open MPI's mpiexec refuses root unless told
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 stage env 60 bash -c "(command -v nvidia-smi >/dev/null && nvidia-smi \
     --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv); \
