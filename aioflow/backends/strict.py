@@ -237,7 +237,9 @@ class StrictDevice:
     xp = xp
 
     def stage(self, host_arrays) -> Staged:
-        return Staged([StrictArray(np.array(a, copy=True)) for a in host_arrays])
+        # A tensor buffer (an object array) stays on the host, as the CuPy device keeps it.
+        return Staged([np.array(a, copy=True) if a.dtype == object
+                       else StrictArray(np.array(a, copy=True)) for a in host_arrays])
 
     def launch(self, fn, staged: Staged) -> Launched:
         return Launched(fn(staged.arrays))
