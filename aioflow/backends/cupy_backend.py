@@ -210,21 +210,17 @@ class CupyGraph:
 
 class CupyGraphCapturer:
     """CUDA stream capture of a compiled step (runtime/graph_capture.py), on a private
-    memory pool. NOT YET VERIFIED ON A GPU.
+    memory pool (verified on an H200, issue 26).
 
     * Memory: the warm-up step and the capture allocate from a pool of their own
       (``cupy.cuda.MemoryPool`` through ``using_allocator``), so the capture finds the
       blocks the warm-up freed and calls no ``cudaMalloc`` while capturing, and no other
       work of the process is handed the graph's memory afterwards.
-    * cuBLAS: CuPy refused library calls during stream capture when capture support came
-      (cupy#4567; cupy#6290 tracks re-enabling them library by library, cuBLAS needing
-      care with its pointer mode and workspace). Whether CuPy 14 lets ``cupy.matmul``
-      through during a capture was not checkable without a GPU; so the capture hands the
-      2-d products to cuBLAS directly (``ops/cupy_capture_gemm.py``: the raw ``sgemm`` /
-      ``dgemm`` binding on the capturing stream, host pointer mode, handle taken before
-      the capture starts), which no CuPy capture check stands in front of. Other library
-      calls (the convolutions' batched products) go through CuPy; if it refuses them, the
-      capture fails and the job runs eagerly with one warning naming the error.
+    * cuBLAS: CuPy 14 refuses every cuBLAS call during a capture (its bindings first set
+      the handle's stream, and that raises); cuBLAS itself supports capture. So products
+      go to cuBLAS through ``ctypes`` while capturing (``ops/cupy_capture_gemm.py``), on
+      CuPy's handle, its stream set before the capture begins. Any other library call CuPy
+      refuses fails the capture, and the job runs eagerly with one warning naming it.
     """
 
     def __init__(self, stream):

@@ -3,6 +3,7 @@ mapping of the captured GEMM against a numpy model of column-major GEMM, and the
 multi-tensor update sources compiled by the host's C++ compiler (with a stub for CUDA's
 thread indices) and run over every index against the generic update ops."""
 import ctypes
+import pathlib
 import re
 import shutil
 import subprocess
@@ -141,3 +142,13 @@ def test_the_captured_batched_products_compute_numpys_matmul(a_shape, b_shape):
                 0, 0, n, m, k, flat_b[start_b:start_b + k * n], n,
                 flat_a[start_a:start_a + m * k], k, n)
     np.testing.assert_allclose(out.reshape(out_shape), a @ b, rtol=1e-12)
+
+
+def test_the_cupy_kernel_sources_use_no_host_header_macros():
+    """NVRTC compiles CuPy's kernels without the host's headers: ``INFINITY`` in the max-pool
+    kernel failed to compile on the H200 (issue 26)."""
+    from aioflow.ops import cupy_fused_kernels, cupy_kernels
+    for module in (cupy_fused_kernels, cupy_kernels):
+        source = pathlib.Path(module.__file__).read_text()
+        found = re.findall(r"\b(INFINITY|NAN|HUGE_VALF?|FLT_MAX|DBL_MAX|M_PI)\b", source)
+        assert not found, f"{module.__name__} uses {sorted(set(found))}"
