@@ -122,9 +122,13 @@ def mirrored_view_enabled() -> bool:
 
 @contextlib.contextmanager
 def namespace(name: str):
-    """Prefix op names created in the block with ``name-``."""
+    """Prefix the names of the ops and variables created in the block with ``name-``
+    (nested: ``outer-inner-``), as OneFlow does: ``get_variable("weight")`` inside
+    ``namespace("layer1")`` is the variable ``layer1-weight``."""
+    if not isinstance(name, str):
+        raise TypeError(f"flow.scope.namespace: name must be a str, got {name!r}")
     graph = current_graph()
-    graph.name_scope.append(str(name))
+    graph.name_scope.append(name)
     try:
         yield
     finally:

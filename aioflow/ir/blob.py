@@ -43,6 +43,12 @@ class Blob:
         return self.name
 
     @property
+    def op_name(self) -> str:
+        """The name of the op that made this blob (OneFlow's ``blob.op_name``): its
+        namespace prefix included."""
+        return self.name if self.producer is None else self.producer.name
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

@@ -130,13 +130,13 @@ class Optimizer:
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
         from ..initializers import zeros_initializer
-        from ..variables import get_variable
+        from ..variables import read_declared
         graph = current_graph()
         record = graph.session.variables[param_name]
         name = f"{param_name}-{slot}"
         graph.session.declare_variable(name, record.shape, record.dtype, zeros_initializer(),
                                        False, graph, is_state=True)
-        return get_variable(name, shape=record.shape, dtype=record.dtype, trainable=False)
+        return read_declared(name)
 
     def _selected(self, names):
         if self.variables is None:
@@ -361,12 +361,12 @@ def build_training(graph) -> None:
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)
                   if p.id in penalties and p.id not in grads]
     from ..initializers import zeros_initializer
-    from ..variables import get_variable
+    from ..variables import read_declared
     step_name = train_step_name(graph.name)
     record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
                                       False, graph, is_state=True)
     record.on_host = True   # the schedule reads it on the host: no device read per step
-    step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
+    step = read_declared(step_name)
     if isinstance(optimizer.schedule, CustomScheduler):
         lr = optimizer.schedule.rate(graph)
     else:
