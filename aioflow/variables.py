@@ -95,6 +95,13 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     if dtype is None:  # the job's function_config().default_data_type (float32 by default)
         dtype = graph.config.default_data_type() if graph.config is not None else dtypes.float32
     dtype = dtypes.convert(dtype)
+    if initializer is None and graph.config is not None:
+        # function_config.default_initializer_conf: OneFlow's initializer of variables
+        # declared without one (a job's own default, before aioflow's).
+        conf = graph.config.setting("default_initializer_conf")
+        if conf is not None:
+            from .function_settings import initializer_from_conf
+            initializer = initializer_from_conf("default_initializer_conf", conf)
     record = graph.session.declare_variable(name, shape, dtype, initializer, trainable, graph)
     cached = graph.variable_blobs.get(name)
     if cached is not None:
