@@ -16,11 +16,23 @@ from . import function_settings as _fs
 _VIEWS = ("consistent", "mirrored")
 
 
+_view_stack: list[str] = []   # views of the open ``with flow.scope.*_view():`` blocks
+
+
 class LogicalView:
-    """``flow.scope.consistent_view()`` / ``mirrored_view()`` values."""
+    """``flow.scope.consistent_view()`` / ``mirrored_view()`` values: for
+    ``function_config.default_logical_view``, or, as in OneFlow, a context manager making
+    ``flow.scope.*_view_enabled()`` answer for its block."""
 
     def __init__(self, kind: str):
         self.kind = kind
+
+    def __enter__(self):
+        _view_stack.append(self.kind)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _view_stack.pop()
 
     def __repr__(self) -> str:
         return f"flow.scope.{self.kind}_view()"

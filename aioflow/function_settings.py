@@ -180,7 +180,12 @@ def initializer_from_conf(name: str, conf: dict):
 
 
 def check_initializer_conf(name, value):
-    initializer_from_conf(name, value)   # build once now so a bad conf fails at the setter
+    """A dict, or an ``InitializerConf`` message (``aioflow.core.job.initializer_conf_pb2``)
+    turned into one; built once now so that a bad conf fails at the setter."""
+    if hasattr(value, "WhichOneof"):
+        from google.protobuf.json_format import MessageToDict
+        value = MessageToDict(value, preserving_proto_field_name=True)
+    initializer_from_conf(name, value)
     return dict(value)
 
 

@@ -96,7 +96,11 @@ def mirrored_view() -> LogicalView:
 
 
 def _view_kind() -> str:
-    """The logical view of the job being traced; outside a job, the default."""
+    """The view of the innermost ``with flow.scope.*_view():`` block; else the logical
+    view of the job being traced; outside a job, the default."""
+    from .function_config import _view_stack
+    if _view_stack:
+        return _view_stack[-1]
     if is_tracing():
         config = current_graph().config
         if config is not None:
