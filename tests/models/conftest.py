@@ -20,5 +20,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(autouse=True)
 def fresh_session():
     flow.clear_default_session()
+    flow.random.seed(0)   # the same initial weights and dropout masks every run
     yield
+    flow.random.seed(None)
     flow.clear_default_session()
