@@ -106,6 +106,7 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
             from .function_settings import initializer_from_conf
             initializer = initializer_from_conf("default_initializer_conf", conf)
     record = graph.session.declare_variable(name, shape, dtype, initializer, trainable, graph)
+    graph.variable_trainable.setdefault(name, bool(trainable))
     cached = graph.variable_blobs.get(name)
     if cached is not None:
         return cached

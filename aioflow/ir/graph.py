@@ -59,6 +59,10 @@ class Graph:
         self.device = "default"  # flow.scope.placement sets "cpu" or "gpu" (backends/)
         self.name_scope: list[str] = []
         self.variable_blobs: dict[str, Blob] = {}
+        # get_variable's ``trainable`` as this job declared it: in OneFlow each job's
+        # variable op carries its own flag (DCGAN trains the generator in one job and the
+        # discriminator in the other, over the same variables).
+        self.variable_trainable: dict[str, bool] = {}
         self.new_variables: list[str] = []  # declared for the first time by this trace
         self.legacy_losses: list[Blob] = []  # flow.losses.add_loss (old API)
         self.config = None  # the job's FunctionConfig

@@ -328,7 +328,8 @@ def build_training(graph) -> None:
                            "flow.optimizer.SGD(...).minimize(loss) (or flow.losses.add_loss) "
                            "inside it, or declare it with type='predict'")
     session = graph.session
-    names = [n for n, blob in graph.variable_blobs.items() if session.variables[n].trainable]
+    names = [n for n in graph.variable_blobs
+             if graph.variable_trainable.get(n, session.variables[n].trainable)]
     names = optimizer._selected(names)
     params = [graph.variable_blobs[n] for n in names]
 
