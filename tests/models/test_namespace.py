@@ -15,13 +15,6 @@ import aioflow as flow
 import aioflow.typing as tp
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def _block(x, filters):
     """A conv block written as the zoo writes its blocks: fixed names inside a namespace."""
     return flow.layers.conv2d(x, filters, kernel_size=3, padding="SAME", name="conv1",
