@@ -368,3 +368,11 @@ def save_downloaded_file_to_local_fs(val: bool = True) -> None:
     download either way."""
     _no_effect("save_downloaded_file_to_local_fs", val, "its data readers read local "
                "files; flow.data.load_mnist caches its download either way")
+
+
+# -- the rest of OneFlow v0.3.4's flow.config: runtime knobs without effect ----------------
+# (config_knobs.py: checked as OneFlow checked them, warn once, no effect.)
+from .config_knobs import collective_boxing, setters as _knob_setters  # noqa: E402
+
+globals().update(_knob_setters)
+__all__ += ["collective_boxing", *_knob_setters]

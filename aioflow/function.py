@@ -192,7 +192,7 @@ class CompiledJob:
             self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
             tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
             malloc.tune()   # a no-op after the first time, or when turned off
-            self.plan = compile_graph(graph, _compile_options(), self.backend)
+            self.plan = compile_graph(graph, _compile_options(job.config), self.backend)
         except BaseException:
             session.forget_variables(graph.new_variables)
             raise
@@ -395,9 +395,17 @@ class CompiledJob:
         self.step_seconds = sorted(recent)[len(recent) // 2]
 
 
-def _compile_options() -> dict:
-    """The flow.config settings the compiler takes, as set now."""
-    return {key: config.get(key) for key in DEFAULT_OPTIONS}
+def _compile_options(function_config=None) -> dict:
+    """The flow.config settings the compiler takes, as set now, with the job's own
+    ``function_config`` settings that narrow them: ``enable_reused_mem(False)`` (no memory
+    plan for this job) and ``enable_fuse_model_update_ops`` (its optimizer updates fused
+    into one, or not, whatever the backend)."""
+    options = {key: config.get(key) for key in DEFAULT_OPTIONS}
+    if function_config is not None:
+        options["memory_plan"] = (options["memory_plan"]
+                                  and function_config.setting("enable_reused_mem"))
+        options["fuse_model_update"] = function_config.setting("enable_fuse_model_update_ops")
+    return options
 
 
 def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:

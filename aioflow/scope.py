@@ -96,7 +96,11 @@ def mirrored_view() -> LogicalView:
 
 
 def _view_kind() -> str:
-    """The logical view of the job being traced; outside a job, the default."""
+    """The view of the innermost ``with flow.scope.*_view():`` block; else the logical
+    view of the job being traced; outside a job, the default."""
+    from .function_config import _view_stack
+    if _view_stack:
+        return _view_stack[-1]
     if is_tracing():
         config = current_graph().config
         if config is not None:
@@ -122,9 +126,13 @@ def mirrored_view_enabled() -> bool:
 
 @contextlib.contextmanager
 def namespace(name: str):
-    """Prefix op names created in the block with ``name-``."""
+    """Prefix the names of the ops and variables created in the block with ``name-``
+    (nested: ``outer-inner-``), as OneFlow does: ``get_variable("weight")`` inside
+    ``namespace("layer1")`` is the variable ``layer1-weight``."""
+    if not isinstance(name, str):
+        raise TypeError(f"flow.scope.namespace: name must be a str, got {name!r}")
     graph = current_graph()
-    graph.name_scope.append(str(name))
+    graph.name_scope.append(name)
     try:
         yield
     finally:
