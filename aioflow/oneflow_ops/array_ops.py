@@ -37,13 +37,30 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     """``params`` indexed by integer ``indices`` along ``axis`` (default 0): the output's
     shape is ``params.shape[:axis] + indices.shape + params.shape[axis + 1:]``. An index
     outside ``[0, params.shape[axis])`` gives zeros (OneFlow's kernel does the same).
-    The gradient adds up over repeated indices. ``batch_dims`` other than 0 is not
-    supported (``NotImplementedError``)."""
+    The gradient adds up over repeated indices.
+
+    ``batch_dims > 0`` is OneFlow's ``batch_gather``: ``axis`` (default ``batch_dims``)
+    must equal ``batch_dims``; then the leading ``indices.ndim - 1`` axes of ``params``
+    and ``indices`` are batch axes (equal sizes) and ``params`` is indexed along axis
+    ``indices.ndim - 1``: ``out[b..., j, r...] = params[b..., indices[b..., j], r...]``.
+    BERT's masked-LM head calls ``gather(seq (B, S, H), positions (B, P), axis=2,
+    batch_dims=2)`` and gets ``(B, P, H)``, as in OneFlow v0.3.4."""
     _require_blob(params, "gather", "params")
     _require_blob(indices, "gather", "indices")
-    if batch_dims:
-        raise NotImplementedError("gather: batch_dims other than 0 is not supported by "
-                                  f"aioflow, got {batch_dims!r}")
+    if isinstance(batch_dims, bool) or not isinstance(batch_dims, numbers.Integral) \
+            or batch_dims < 0:
+        raise ValueError(f"gather: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if batch_dims > 0:
+        axis = batch_dims if axis is None else int(axis)
+        if axis < 0:
+            axis = normalize_axis("gather", axis, params.ndim)
+        if axis > batch_dims:
+            raise NotImplementedError(f"gather: axis ({axis}) greater than batch_dims "
+                                      f"({batch_dims}) is not supported (nor by OneFlow)")
+        if axis < batch_dims:
+            raise ValueError(f"gather: axis ({axis}) must not be less than batch_dims "
+                             f"({batch_dims})")
+        return _idx.batch_gather_op(params, indices, name=name)
     axis = normalize_axis("gather", 0 if axis is None else int(axis), params.ndim)
     return _idx.gather_op(params, indices, axis=axis, name=name)
 

@@ -159,6 +159,66 @@ def _take_along_grad(node, gy):
     return [take_along_axis_grad(gy, indices, axis=node.attrs["axis"], shape=x.shape), None]
 
 
+# -- batch_gather (OneFlow's gather with batch_dims > 0) --------------------------------
+
+
+def _infer_batch_gather(params, indices):
+    _require_indices("gather", indices)
+    k = indices.ndim
+    if not 1 <= k <= params.ndim:
+        raise ValueError(f"gather: with batch_dims, indices' rank ({k}) must lie between 1 "
+                         f"and params' rank ({params.ndim})")
+    if params.shape[:k - 1] != indices.shape[:k - 1]:
+        raise ValueError(f"gather: with batch_dims, indices' leading axes "
+                         f"{indices.shape[:k - 1]} must equal params' {params.shape[:k - 1]}")
+    return [(indices.shape + params.shape[k:], params.dtype)]
+
+
+def _batch_index(xp, indices, n):
+    """The valid mask and the index clipped into range, for ``out = in[b..., idx, ...]``."""
+    valid = (indices >= 0) & (indices < n)
+    return valid, xp.where(valid, indices, 0).astype(np.int64)
+
+
+@register("batch_gather", infer=_infer_batch_gather)
+def batch_gather_op(ctx, params, indices):
+    """OneFlow's ``batch_gather``: with ``k = indices.ndim``, the leading ``k - 1`` axes of
+    ``params`` and ``indices`` are batch axes and ``params`` is indexed along axis
+    ``k - 1``: ``out[b..., j, r...] = params[b..., indices[b..., j], r...]``. An index
+    outside the axis gives zeros, as ``gather``'s."""
+    xp = ctx.xp
+    k = indices.ndim
+    rest = params.shape[k:]
+    valid, idx = _batch_index(xp, indices, params.shape[k - 1])
+    idx = xp.broadcast_to(idx.reshape(indices.shape + (1,) * len(rest)), indices.shape + rest)
+    out = xp.take_along_axis(params, idx, axis=k - 1)
+    return out * valid.reshape(indices.shape + (1,) * len(rest)).astype(params.dtype)
+
+
+@register("batch_gather_grad",
+          infer=lambda gy, indices, *, shape: [(tuple(shape), gy.dtype)],
+          differentiable=False)
+def batch_gather_grad(ctx, gy, indices, *, shape):
+    """OneFlow's ``unsorted_batch_segment_sum``: each row of ``gy`` added into the row of
+    the params' gradient it was gathered from (repeated indices add up)."""
+    xp = ctx.xp
+    k = indices.ndim
+    valid, idx = _batch_index(xp, indices, shape[k - 1])
+    out = xp.zeros(shape, gy.dtype)
+    grids = [xp.arange(d).reshape((1,) * i + (d,) + (1,) * (gy.ndim - i - 1))
+             for i, d in enumerate(gy.shape)]
+    grids[k - 1] = idx.reshape(indices.shape + (1,) * (gy.ndim - k))
+    mask = valid.reshape(indices.shape + (1,) * (gy.ndim - k)).astype(gy.dtype)
+    xp.add.at(out, tuple(grids), gy * mask)
+    return out
+
+
+@batch_gather_op.grad
+def _batch_gather_grad(node, gy):
+    params, indices = node.inputs
+    return [batch_gather_grad(gy, indices, shape=params.shape), None]
+
+
 # -- tril, reverse ------------------------------------------------------------------------
 
 
@@ -243,5 +303,5 @@ def _prod_grad(node, gy):
     return [reduce_prod_grad(node.inputs[0], gy, axes=node.attrs["axes"])]
 
 
-__all__ = ["gather_op", "one_hot_op", "pad_op", "argsort_op", "take_along_axis_op",
+__all__ = ["gather_op", "batch_gather_op", "one_hot_op", "pad_op", "argsort_op", "take_along_axis_op",
            "tril_op", "reverse_op", "reduce_all_op", "reduce_any_op", "reduce_prod_op"]
