@@ -38,8 +38,11 @@ def _layer_name(name, default):
     graph = current_graph()
     if name is not None:
         return name
-    count = graph.layer_counts.get(default, 0)
-    graph.layer_counts[default] = count + 1
+    # Numbered per namespace: the first unnamed layer in each namespace gets the plain
+    # default name, as OneFlow names it (BERT's LayerNorm in every layer_<i>-output).
+    key = (tuple(graph.name_scope), default)
+    count = graph.layer_counts.get(key, 0)
+    graph.layer_counts[key] = count + 1
     return default if count == 0 else f"{default}_{count}"
 
 

@@ -67,7 +67,7 @@ class Graph:
         self.legacy_losses: list[Blob] = []  # flow.losses.add_loss (old API)
         self.config = None  # the job's FunctionConfig
         self.job_function = None  # the JobFunction being traced (set by the job compiler)
-        self.layer_counts: dict[str, int] = {}  # default layer names: Dense, Dense_1, ...
+        self.layer_counts: dict[tuple, int] = {}  # (namespace, default): Dense, Dense_1, ...
         self.regularization_losses: list[Blob] = []
         self.session = None  # the Session tracing this graph (set by the job compiler)
         self.job_type = "predict"

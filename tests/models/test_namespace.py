@@ -91,3 +91,21 @@ def test_namespace_name_must_be_a_string():
 
     with pytest.raises(TypeError, match="namespace: name must be a str, got 3"):
         bad(np.ones(1, np.float32))
+
+
+def test_default_layer_names_are_numbered_per_namespace():
+    """OneFlow's ``layer_norm`` is named ``LayerNorm`` unless told otherwise; BERT calls it
+    once per namespace (``layer_0-output-LayerNorm``). aioflow numbers a second unnamed call
+    in one namespace (``LayerNorm_1``), never a first call in a new one."""
+    @flow.global_function(type="predict")
+    def norms(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        with flow.scope.namespace("a"):
+            y = flow.layers.layer_norm(x, name="LayerNorm")
+        with flow.scope.namespace("b"):
+            y = flow.layers.layer_norm(flow.layers.layer_norm(y), name="LayerNorm")
+        return flow.layers.layer_norm(y)
+
+    norms(np.ones((2, 3), np.float32))
+    gammas = {n for n in flow.get_all_variables() if n.endswith("-gamma")}
+    assert gammas == {"a-LayerNorm-gamma", "b-LayerNorm-gamma", "b-LayerNorm_1-gamma",
+                      "LayerNorm-gamma"}
