@@ -152,3 +152,17 @@ def test_resnext50_trains():
     assert_falls(losses_of(_train_job(8), images, labels, steps=6))
     weight = flow.get_all_variables()["Resnet-res3-res3_0_branch2b-weight"]
     assert weight.shape == (256 // WIDTH_DIVISOR, 256 // WIDTH_DIVISOR // 8, 3, 3)  # grouped
+
+
+def test_resnet50_trains_on_the_strict_backend():
+    """The GPU's code paths (aioflow/backends/strict.py): no host reads inside the step;
+    the first step's loss is numpy's (same seed, same initial weights)."""
+    images, labels = batch((BATCH, 3, IMAGE, IMAGE), CLASSES)
+    with flow.backends.use("strict"):
+        losses = losses_of(_train_job(1), images, labels, steps=6)
+    assert_falls(losses)
+    flow.clear_default_session()
+    flow.random.seed(0)
+    with flow.backends.use("numpy"):
+        first = losses_of(_train_job(1), images, labels, steps=1)
+    np.testing.assert_allclose(losses[0], first[0], rtol=1e-5)
