@@ -34,6 +34,7 @@ from .ofrecord_stream import ReaderBatch, RecordStream
 __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
            "ofrecord_raw_decoder", "OFRecordBytesDecoder", "ofrecord_bytes_decoder",
            "OFRecordImageDecoder", "ofrecord_image_decoder",
+           "OFRecordImageDecoderRandomCrop", "ofrecord_image_decoder_random_crop",
            "ofrecord_image_classification_reader", "OFRecordBatch"]
 
 _COLOR_SPACES = ("BGR", "RGB", "GRAY")
@@ -155,6 +156,90 @@ def OFRecordImageDecoder(input_blob: OFRecordBatch, blob_name: str,  # noqa: N80
 
 
 ofrecord_image_decoder = OFRecordImageDecoder
+
+
+def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  # noqa: N802
+                                   color_space: str = "BGR", num_attempts: int = 10,
+                                   seed: int | None = None,
+                                   random_area=(0.08, 1.0),
+                                   random_aspect_ratio=(0.75, 1.333333),
+                                   name: str = "OFRecordImageDecoderRandomCrop"):
+    """A tensor buffer ``(batch_size,)``: feature ``blob_name`` of each record decoded (as
+    ``OFRecordImageDecoder``) and cropped to a random window, each an (h, w, C) uint8
+    image, as OneFlow's ``RandomCropGenerator`` draws it: an area fraction uniform in
+    ``random_area`` and an aspect ratio (w/h) log-uniform in ``random_aspect_ratio``,
+    ``num_attempts`` tries to fit, else the whole image brought within the ratio; the
+    window's corner uniform. ``seed`` (else ``flow.random.seed``'s sequence) makes the
+    windows reproducible. Follow it with ``flow.image.Resize`` to get a dense batch."""
+    what = "flow.data.OFRecordImageDecoderRandomCrop"
+    _check_batch(what, input_blob)
+    field = _field(what, blob_name)
+    color_space = _color_space(what, color_space)
+    if isinstance(num_attempts, bool) or not isinstance(num_attempts, (int, np.integer)) \
+            or num_attempts < 1:
+        raise ValueError(f"{what}: num_attempts must be a positive int, got {num_attempts!r}")
+    area = _range(what, "random_area", random_area, upper=1.0)
+    ratio = _range(what, "random_aspect_ratio", random_aspect_ratio)
+    from .. import random as _random
+    rng = np.random.default_rng(_random.loader_seed() if seed is None else seed)
+
+    def run(records):
+        from ..ops.tensor_buffer import object_array
+        crops = []
+        for record in records:
+            feature = decode.feature_of(record, field, what)
+            image = decode.decode_image(decode.one_bytes(feature, field, what), color_space,
+                                        field, what)
+            (y, x), (h, w) = random_crop_window(image.shape[:2], area, ratio,
+                                                int(num_attempts), rng)
+            crops.append(np.ascontiguousarray(image[y:y + h, x:x + w]))
+        return object_array(crops)
+    return input_blob.source.add_field(run, (input_blob.batch_size,), dtypes.tensor_buffer,
+                                       name or field)
+
+
+ofrecord_image_decoder_random_crop = OFRecordImageDecoderRandomCrop
+
+
+def random_crop_window(shape, area, ratio, num_attempts, rng):
+    """OneFlow's ``RandomCropGenerator::GenerateCropWindow``: ((y, x), (h, w))."""
+    H, W = shape  # noqa: N806 - OneFlow's names
+    min_ratio, max_ratio = ratio
+    min_area = W * H * area[0]
+    max_w = max(1, int(H * max_ratio))
+    max_h = max(1, int(W / min_ratio))
+    if H * max_w < min_area:
+        h, w = H, max_w
+    elif W * max_h < min_area:
+        h, w = max_h, W
+    else:
+        for _ in range(num_attempts):
+            target = rng.uniform(*area) * H * W
+            r = float(np.exp(rng.uniform(np.log(min_ratio), np.log(max_ratio))))
+            w = max(1, int(round(np.sqrt(target * r))))
+            h = max(1, int(round(np.sqrt(target / r))))
+            if w <= W and h <= H and min_ratio <= w / h <= max_ratio:
+                break
+        else:
+            whole = W / H
+            h, w = ((H, max_w) if whole > max_ratio else (max_h, W) if whole < min_ratio
+                    else (H, W))
+            scale = min(1.0, area[1] * W * H / (h * w))
+            h, w = max(1, int(h * np.sqrt(scale))), max(1, int(w * np.sqrt(scale)))
+    h, w = min(h, H), min(w, W)
+    return (int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))), (h, w)
+
+
+def _range(what: str, arg: str, value, upper=None) -> tuple:
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: {arg} must be a (low, high) pair of numbers, got "
+                         f"{value!r}") from None
+    if not 0 < low <= high or (upper is not None and high > upper):
+        raise ValueError(f"{what}: {arg} must satisfy 0 < low <= high"
+                         f"{f' <= {upper}' if upper is not None else ''}, got {value!r}")
+    return low, high
 
 
 def ofrecord_image_classification_reader(
