@@ -662,6 +662,16 @@ NOT_DIRECTLY_TESTED.update({
     for op in ("tensor_to_tensor_buffer", "tensor_buffer_to_tensor",
                "tensor_buffer_to_tensor_list", "tensor_list_to_tensor_buffer",
                "tensor_list_split")})
+NOT_DIRECTLY_TESTED.update({
+    "batch_gather": "tests/test_gather_batch_dims.py: forward against numpy (out-of-range "
+                    "indices included), gradient against central differences",
+    "batch_gather_grad": "batch_gather's gradient, tests/test_gather_batch_dims.py",
+})
+NOT_DIRECTLY_TESTED.update({
+    op: "host image preprocessing on tensor buffers or uint8 batches, no gradient: "
+        "tests/data/test_ofrecord_image_pipeline.py checks them against numpy and Pillow"
+    for op in ("crop_mirror_normalize", "image_resize_keep_aspect_ratio",
+               "image_resize_to_fixed")})
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
