@@ -100,22 +100,23 @@ def _onerec_file(path) -> bytes:
     return path.read_bytes()
 
 
-@FUZZ
-@given(edits=mutations(size=120))
-def test_mutated_ofrecord_files_are_refused_naming_the_record(tmp_path, edits):
-    path = tmp_path / "part-0"
-    _ofrecord_file(path)
-    path.write_bytes(_mutated(path.read_bytes(), edits))
-    _records_of(ofrecord.read_records, ofrecord.parse_record, path)
+FORMATS = {   # name: (file name, writer of a valid file, its size, reader, parser)
+    "ofrecord": ("part-0", _ofrecord_file, 120, ofrecord.read_records,
+                 ofrecord.parse_record),
+    "onerec": ("part-0.onerec", _onerec_file, 400, onerec.read_records,
+               onerec.parse_example),
+}
 
 
+@pytest.mark.parametrize("name", sorted(FORMATS))
 @FUZZ
-@given(edits=mutations(size=400))
-def test_mutated_onerec_files_are_refused_naming_the_record(tmp_path, edits):
-    path = tmp_path / "part-0.onerec"
-    _onerec_file(path)
-    path.write_bytes(_mutated(path.read_bytes(), edits))
-    _records_of(onerec.read_records, onerec.parse_example, path)
+@given(data=st.data())
+def test_mutated_record_files_are_refused_naming_the_record(tmp_path, name, data):
+    file_name, write, size, read, parse = FORMATS[name]
+    path = tmp_path / file_name
+    write(path)
+    path.write_bytes(_mutated(path.read_bytes(), data.draw(mutations(size=size))))
+    _records_of(read, parse, path)
 
 
 @FUZZ
