@@ -63,6 +63,8 @@ class Session:
         self.pending_errors: list[BaseException] = []
         # Train steps skipped by the non-finite guard, by job name (step_guard.py).
         self.skipped_steps: dict[str, int] = {}
+        # Guarded train steps run, by job name: the call a skip warning names.
+        self.guarded_calls: dict[str, int] = {}
         self._pipeline = None
         self._pipeline_depth = config.get("pipeline_depth")
 
