@@ -63,7 +63,12 @@ def _squares_finite(xp, a) -> bool:
         # gradients (AMP scales them up); for them, as for the rest, finiteness only.
         return xp.isfinite(a).all()
     flat = a.reshape(-1)
-    return xp.isfinite(xp.dot(flat, flat))
+    if xp is np:
+        return xp.isfinite(xp.dot(flat, flat))
+    # On a device, an elementwise square and a reduction rather than a BLAS dot: CuPy
+    # refuses cuBLAS calls while a CUDA graph is captured (ops/cupy_capture_gemm.py), and
+    # the guard is part of every captured train step.
+    return xp.isfinite((flat * flat).sum())
 
 
 @register("all_finite", infer=_infer_flag, differentiable=False)
