@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from . import trio_calls
 from .pipeline import NOT_RUN
 from .turns import turn
 from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
@@ -24,7 +25,10 @@ def call_job(job, compiled, arrays, copied: bool = False):
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
             return JobCall(_await_value(pipeline, compiled, arrays, spec), job.__name__)
-        if foreign_async_library() is not None:  # a trio task: the blocking call, awaited
+        foreign = foreign_async_library()
+        if foreign == "trio":   # awaited natively: woken through the run's token
+            return JobCall(trio_calls.await_value(pipeline, compiled, arrays), job.__name__)
+        if foreign is not None:  # another library: the blocking call on a worker thread
             return in_worker_thread(call_job, job, compiled, arrays)
         check_may_block(f"calling job {job.__name__}")
         arrays = _with_feeds(compiled, arrays)
