@@ -88,19 +88,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     print(f"started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    trips = round_trips(args.calls, args.rounds)
-    a, t = (statistics.median(trips[k]) for k in ("asyncio", "trio"))
-    print(f"trivial job, awaited: asyncio {1e6 * a:.1f} us, trio {1e6 * t:.1f} us "
-          f"(trio / asyncio {t / a:.2f}); rounds asyncio "
-          f"{[round(1e6 * v, 1) for v in trips['asyncio']]}, trio "
-          f"{[round(1e6 * v, 1) for v in trips['trio']]}")
-    steps = lenet_steps(args.steps, args.rounds)
-    b, t = (statistics.median(steps[k]) for k in ("blocking", "trio await"))
-    print(f"LeNet step: blocking {1e3 * b:.1f} ms, awaited under trio {1e3 * t:.1f} ms "
-          f"(trio / blocking {t / b:.3f}); rounds blocking "
-          f"{[round(1e3 * v, 1) for v in steps['blocking']]}, trio "
-          f"{[round(1e3 * v, 1) for v in steps['trio await']]}")
+    _report("trivial job, awaited", round_trips(args.calls, args.rounds), 1e6, "us")
+    _report("LeNet step", lenet_steps(args.steps, args.rounds), 1e3, "ms")
 
+
+def _report(what: str, rounds: dict[str, list[float]], scale: float, unit: str) -> None:
+    """One line: each way's median, the second way over the first, and every round."""
+    (first, a), (second, b) = rounds.items()
+    medians = [statistics.median(a), statistics.median(b)]
+    print(f"{what}: {first} {scale * medians[0]:.1f} {unit}, {second} "
+          f"{scale * medians[1]:.1f} {unit} ({second} / {first} {medians[1] / medians[0]:.3f});"
+          f" rounds {first} {[round(scale * v, 1) for v in a]}, {second} "
+          f"{[round(scale * v, 1) for v in b]}")
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,8 @@ from aioflow.runtime import turns
 from aioflow.session import default_session
 from aioflow.testing import simulated_gpu
 
+from .test_device_pipeline import _worst_gap
+
 X = np.ones((64, 32), np.float32)
 
 
@@ -94,16 +96,6 @@ async def test_a_call_cancelled_while_waiting_its_turn_never_runs(monkeypatch):
     assert pipeline._seq - before == 2       # the cancelled call submitted no step
     share = turns._shares[asyncio.get_running_loop()]
     assert not share.waiting and share.granted == 0     # and left nothing behind
-
-
-async def _worst_gap(until) -> float:
-    gaps, last = [], time.perf_counter()
-    while not until.done():
-        await asyncio.sleep(0.001)
-        now = time.perf_counter()
-        gaps.append(now - last)
-        last = now
-    return max(gaps)
 
 
 @pytest.mark.parametrize("calls, depth", [(40, 2), (100, 100)])
