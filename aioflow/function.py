@@ -172,6 +172,8 @@ LOOP_STEP_BYTES = 64 << 10
 # (CompiledJob.delivers_here).
 _CALLBACK_TIME_WEIGHT = 0.25
 RECENT_STEPS = 9   # step_seconds: the median of this many measured steps
+# private_copy: values up to this size get a plain copy, not a staging-ring buffer
+SMALL_COPY_BYTES = 64 << 10
 AWAY_STEPS = 20   # fits_inline: a caller gone this many steps' time runs its next step here
 
 
@@ -298,9 +300,17 @@ class CompiledJob:
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has
-        one (so staging does not copy it again), else a plain numpy copy."""
+        one (so staging does not copy it again), else a plain numpy copy.
+
+        A small value (at most ``SMALL_COPY_BYTES``) gets a plain copy even on a device:
+        lending a ring buffer (a lock, a weak reference, often a fresh allocation) cost
+        30-90 us of the caller's thread against ~2 us for the copy, and where a hundred
+        awaited calls start at once that is the event loop's time (issue 29); staging then
+        copies it into the ring on the compute thread, off the loop."""
         copier = getattr(self.backend.device, "private_copy", None)
-        return copier(value) if copier is not None else np.array(value, order="C", copy=True)
+        if copier is None or getattr(value, "nbytes", SMALL_COPY_BYTES + 1) <= SMALL_COPY_BYTES:
+            return np.array(value, order="C", copy=True)
+        return copier(value)
 
     @property
     def fits_on_loop(self) -> bool:

@@ -113,7 +113,10 @@ class Session:
                 raise ValueError(
                     f"variable {name!r} already exists as {record.describe()}; this "
                     f"declaration asks for {dtype.name}{list(shape)}. Variables are shared by "
-                    "name across jobs: use another name for a different variable")
+                    "name across jobs: use another name for a different variable. In a test "
+                    "suite, start each test from an empty session: the `flow_session` "
+                    "fixture (pytest_plugins = [\"aioflow.testing\"]) or "
+                    "flow.clear_default_session()")
             return record
         record = VariableRecord(name, shape, dtype, initializer, trainable, is_state)
         self.variables[name] = record

@@ -178,6 +178,7 @@ async def load_model(config: ServerConfig) -> DynamicBatcher:
                            f"by `quickstart.py --model {config.model}`?): {exc}") from exc
     await model.start()
     await model(np.zeros((1, 28, 28), np.float32))  # warm-up: first-step costs paid here
+    model.reset_metrics()   # the warm-up is no client's request: /metrics starts at zero
     return model
 
 

@@ -289,7 +289,9 @@ async def test_healthz_and_metrics(client):
     text = response.text
     assert 'serve_mnist_http_responses_total{route="predict",status="400"} 1' in text
     assert 'serve_mnist_http_responses_total{route="predict",status="200"} 5' in text
-    assert 'aioflow_serving_requests_total{model="mnist"} 6' in text  # 5 + the warm-up
+    # the 5 clients' requests only: the start-up's warm-up call is not counted
+    assert 'aioflow_serving_requests_total{model="mnist"} 5' in text
+    assert 'aioflow_serving_batches_total{model="mnist"}' in text
     assert 'aioflow_serving_batch_size_bucket{model="mnist",le="8"}' in text
 
 
@@ -333,9 +335,10 @@ async def test_unbatched_modes_serve_one_request_per_step(checkpoint, pad):
             np.testing.assert_allclose(response.json()["predictions"],
                                        reference_probabilities(checkpoint, images), atol=1e-5)
             metrics = app.state.model.metrics()
-            assert metrics["max_batch_size"] == 1 and metrics["batches"] == 4  # + warm-up
+            # 3 requests, 3 steps: the warm-up at start-up is not counted
+            assert metrics["max_batch_size"] == 1 and metrics["batches"] == 3
             assert app.state.model.batch_size == (8 if pad else 1)
-            assert metrics["padded_rows"] == (4 * 7 if pad else 0)
+            assert metrics["padded_rows"] == (3 * 7 if pad else 0)
 
 
 async def test_startup_fails_clearly_without_a_usable_checkpoint(checkpoint, tmp_path):
@@ -366,7 +369,7 @@ async def test_real_uvicorn_on_loopback(checkpoint, tmp_path):
             assert bad.status_code == 400 and "NaN" in bad.json()["error"]
             assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
             metrics = (await c.get("/metrics")).text
-            assert 'aioflow_serving_succeeded_total{model="mnist"} 18' in metrics
+            assert 'aioflow_serving_succeeded_total{model="mnist"} 17' in metrics  # no warm-up
     finally:
         status = await asyncio.to_thread(server.stop)  # SIGINT: drain, lifespan shutdown
     assert status == 0, server.log()
