@@ -50,7 +50,7 @@ from .oneflow_ops.scatter_api import (scatter_nd, slice_update, slice_v2, tensor
                                       tensor_scatter_nd_update, unsorted_batch_segment_sum,
                                       unsorted_segment_sum, unsorted_segment_sum_like)
 from .oneflow_ops.view_ops import amp_white_identity, cast_to_current_logical_view, parallel_cast
-from .session import clear_default_session, sync_default_session
+from .session import clear_default_session, eager_execution_enabled, sync_default_session
 from .typing import PlaceholderSpec
 from . import summary   # callable: flow.summary(job) is model_summary.summary
 from .variables import get_variable

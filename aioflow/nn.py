@@ -57,8 +57,11 @@ def gelu(x, name=None):
 
 
 def leaky_relu(x, alpha=0.2, name=None):
+    """``x`` where ``x > 0``, else ``alpha * x``, for any ``alpha`` (OneFlow's kernel);
+    not ``max(x, alpha * x)``, which differs once ``alpha > 1``. The gradient is 1 where
+    ``x > 0``, else ``alpha``."""
     from . import math
-    return math.maximum(x, x * alpha, name=name)
+    return math._where(math.greater(x, 0.0), x, x * alpha, name=name)
 
 
 def softmax(logits, axis=None, name=None):

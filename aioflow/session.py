@@ -231,6 +231,12 @@ config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_
 
 
 @atexit.register
+def eager_execution_enabled() -> bool:
+    """False: aioflow runs OneFlow's lazy mode only (job functions traced and compiled),
+    so code written for both of OneFlow's modes takes its lazy path."""
+    return False
+
+
 def _drain_at_exit() -> None:
     """Deliver in-flight steps and their callbacks before the interpreter goes."""
     session = _default_session

@@ -486,9 +486,11 @@ def _dense_ce(labels, logits):
 case("softmax_cross_entropy", flow.nn.softmax_cross_entropy_with_logits, _dense_ce,
      (Simplex(4, 5), U(-3, 3, 4, 5)), ("softmax_cross_entropy",),
      ("softmax_cross_entropy_grad",))
+# Labels not summing to 1: OneFlow's (and TF's) logits gradient prob - labels is then not
+# the loss's derivative (test_softmax_ce_logits_grad_is_oneflows below): labels' only here.
 case("softmax_cross_entropy-unnormalized", flow.nn.softmax_cross_entropy_with_logits,
      _dense_ce, (U(0, 2, 2, 3, 4), U(-3, 3, 2, 3, 4)), ("softmax_cross_entropy",),
-     ("softmax_cross_entropy_grad",))
+     ("softmax_cross_entropy_grad",), wrt=(0,))
 case("softmax_cross_entropy-large", flow.nn.softmax_cross_entropy_with_logits, _dense_ce,
      (Fixed([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8]]), _LOGITS_LARGE), ("softmax_cross_entropy",),
      ("softmax_cross_entropy_grad",))
@@ -510,7 +512,9 @@ case("gelu", flow.nn.gelu,
      lambda x: 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
      (U(-3, 3, 2, 4),), ("tanh", "multiply"))
 case("leaky_relu", lambda x: flow.nn.leaky_relu(x, alpha=0.1),
-     lambda x: np.where(x > 0, x, 0.1 * x), (Away(2, 4),), ("maximum",))
+     lambda x: np.where(x > 0, x, 0.1 * x), (Away(2, 4),), ("where",))
+case("leaky_relu-alpha-above-1", lambda x: flow.nn.leaky_relu(x, alpha=3.0),
+     lambda x: np.where(x > 0, x, 3.0 * x), (Away(2, 4),), ("where",))
 
 
 

@@ -1,0 +1,104 @@
+"""Behaviours where OneFlow v0.3.4 (its kernels, checked by its own op tests) is the
+reference, and a plain numpy oracle tells OneFlow's answer from another plausible one."""
+import numpy as np
+import pytest
+
+import aioflow as flow
+import aioflow.typing as tp
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def _value_and_diff(build, x):
+    """(output, d sum(output)/dx) of ``build(x_blob)`` by a train job with watch_diff."""
+    diffs = []
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder(x.shape)) -> tp.Numpy:
+        x = x + flow.get_variable("zero", shape=(1,), initializer=flow.zeros_initializer())
+        flow.watch_diff(x, diffs.append)
+        out = build(x)
+        flow.optimizer.SGD(0.0, momentum=0).minimize(out)
+        return out
+
+    return job(x), diffs[0].numpy()
+
+
+def test_leaky_relu_with_alpha_above_one_is_x_where_positive_else_alpha_x():
+    x = np.array([-2.0, -0.5, 0.5, 3.0], np.float32)
+    y, dx = _value_and_diff(lambda b: flow.nn.leaky_relu(b, alpha=5.0), x)
+    np.testing.assert_allclose(y, np.where(x > 0, x, 5.0 * x))   # max(x, 5x) differs
+    np.testing.assert_allclose(dx, np.where(x > 0, 1.0, 5.0))
+
+
+def test_squeezing_every_axis_leaves_shape_one_as_oneflow():
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((1, 1, 1))) -> tp.Numpy:
+        return flow.squeeze(x)
+    assert job(np.full((1, 1, 1), 7, np.float32)).shape == (1,)
+
+
+def test_softmax_cross_entropy_logits_gradient_is_prob_minus_labels_as_oneflow():
+    # labels that do not sum to 1: OneFlow's (and TF's) gradient is prob - labels
+    logits = np.array([[0.1, 1.2, -0.3], [2.0, 0.0, 1.0]], np.float32)
+    labels = np.array([[0.5, 0.9, 0.0], [0.2, 0.2, 0.2]], np.float32)
+    diffs = []
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((2, 3)), y: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        x = x + flow.get_variable("zero", shape=(1,), initializer=flow.zeros_initializer())
+        flow.watch_diff(x, diffs.append)
+        loss = flow.nn.softmax_cross_entropy_with_logits(y, x)
+        flow.optimizer.SGD(0.0, momentum=0).minimize(loss)
+        return loss
+
+    loss = job(logits, labels)
+    shifted = logits - logits.max(1, keepdims=True)
+    prob = np.exp(shifted) / np.exp(shifted).sum(1, keepdims=True)
+    np.testing.assert_allclose(loss, -(labels * np.log(prob)).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(diffs[0].numpy(), prob - labels, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("padding, pads", [
+    ([0, 0, 1, 1], ((1, 1), (1, 1))),     # OneFlow's own test: H and W both padded
+    ([0, 0, 2, 3], ((2, 2), (3, 3))),
+    (1, ((1, 1), (1, 1))),
+])
+def test_reflection_pad2d_reads_padding_as_oneflows_kernel(padding, pads):
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((2, 3, 4, 5))) -> tp.Numpy:
+        return flow.reflection_pad2d(x, padding)
+    np.testing.assert_array_equal(job(x), np.pad(x, ((0, 0), (0, 0)) + pads, "reflect"))
+
+
+def test_margin_ranking_loss_broadcasts_its_target():
+    a = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]], np.float32)
+    b = np.array([[0.0, 2.5], [1.0, 1.0], [1.0, 1.0]], np.float32)
+    t = np.array([[1.0], [-1.0], [1.0]], np.float32)
+
+    @flow.global_function(type="predict")
+    def job(a_: tp.Numpy.Placeholder((3, 2)), b_: tp.Numpy.Placeholder((3, 2)),
+            t_: tp.Numpy.Placeholder((3, 1))) -> tp.Numpy:
+        return flow.nn.MarginRankingLoss(a_, b_, t_, margin=0.2, reduction="none")
+    np.testing.assert_allclose(job(a, b, t), np.maximum(0, -t * (a - b) + 0.2), rtol=1e-6)
+
+
+def test_smooth_l1_loss_with_beta_zero_is_the_l1_loss():
+    x = np.array([-1.5, 0.2, 0.0, 2.0], np.float32)
+    y, dx = _value_and_diff(
+        lambda b: flow.smooth_l1_loss(b, flow.constant(0.0, shape=(4,)), beta=0.0), x)
+    np.testing.assert_allclose(y, np.abs(x))
+    np.testing.assert_allclose(dx, np.sign(x))
+    with pytest.raises(ValueError, match="beta must be at least 0, got -1"):
+        _value_and_diff(lambda b: flow.smooth_l1_loss(b, b, beta=-1.0), x)
+
+
+def test_eager_execution_is_reported_off():
+    assert flow.eager_execution_enabled() is False
