@@ -106,8 +106,15 @@ def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
 
     def update(param, m, v):
         rate = lr
-        if weight_decay:  # decoupled (AdamW): w -= lr * decay * w, not scaled by Adam's terms
-            param -= param * t(float(rate) * weight_decay)
+        if weight_decay:
+            # Decoupled (AdamW): w -= rate * decay * w, not scaled by Adam's moments. The
+            # rate is OneFlow's: with bias correction lr * sqrt(1 - b2^t) / (1 - b1^t),
+            # the rate its adam kernel applies to the whole step (decay included).
+            decay_rate = float(rate)
+            if do_bias_correction:
+                n = float(step) + 1.0
+                decay_rate *= (1 - beta2 ** n) ** 0.5 / (1 - beta1 ** n)
+            param -= param * t(decay_rate * weight_decay)
         m *= t(beta1)
         m += grad * t(1 - beta1)
         v *= t(beta2)

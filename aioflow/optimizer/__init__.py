@@ -21,7 +21,8 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
   with ``do_bias_correction`` (OneFlow's default is False) ``m`` and ``v`` are divided by
   ``1-b1^t`` and ``1-b2^t`` first, as in PyTorch (OneFlow added ``eps`` before correcting,
   a difference that shows only while ``sqrt(v)`` is near ``eps``).
-* ``AdamW``: ``w -= lr * weight_decay * w`` (decoupled, with the plain rate), then Adam.
+* ``AdamW``: ``w -= lr_t * weight_decay * w`` (decoupled), then Adam; ``lr_t`` is ``lr``,
+  or with ``do_bias_correction`` OneFlow's ``lr * sqrt(1-b2^t) / (1-b1^t)``.
 * ``RMSProp``: ``s = d s + (1-d) g^2; w -= lr * g / sqrt(s + eps)`` (centered: ``s - mg^2``).
 """
 from __future__ import annotations

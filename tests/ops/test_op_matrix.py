@@ -986,9 +986,11 @@ def _adam_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-8, bias=False, wd=0.0):
     for t in range(1, steps + 1):
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        if bias:  # as PyTorch: epsilon is added to the corrected sqrt(v)
+        if bias:  # as PyTorch: epsilon is added to the corrected sqrt(v); AdamW's decay
+            # at OneFlow's corrected rate lr * sqrt(1 - b2^t) / (1 - b1^t)
             m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-            w = w - lr * (m_hat / (np.sqrt(v_hat) + eps) + wd * w)
+            lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+            w = w - lr * m_hat / (np.sqrt(v_hat) + eps) - lr_t * wd * w
         else:
             w = w - lr * (m / (np.sqrt(v) + eps) + wd * w)
         out.append(w)
