@@ -102,3 +102,48 @@ def test_smooth_l1_loss_with_beta_zero_is_the_l1_loss():
 
 def test_eager_execution_is_reported_off():
     assert flow.eager_execution_enabled() is False
+
+
+@pytest.mark.parametrize("params_shape, indices_shape, batch_dims", [
+    ((2, 8, 4), (2, 3), 1), ((3, 4, 6, 2), (3, 4, 5), 2)])
+def test_gather_with_batch_dims_picks_within_each_batch_entry(params_shape, indices_shape,
+                                                               batch_dims):
+    rng = np.random.default_rng(0)
+    params = rng.random(params_shape).astype(np.float32)
+    indices = rng.integers(0, params_shape[batch_dims], indices_shape).astype(np.int32)
+    diffs = []
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder(params_shape),
+            i: tp.Numpy.Placeholder(indices_shape, dtype=flow.int32)) -> tp.Numpy:
+        x = x + flow.get_variable("zero", shape=(1,), initializer=flow.zeros_initializer())
+        flow.watch_diff(x, diffs.append)
+        out = flow.gather(x, i, batch_dims=batch_dims)
+        flow.optimizer.SGD(0.0, momentum=0).minimize(out)
+        return out
+
+    out = job(params, indices)
+    expected = np.take_along_axis(
+        params, indices.reshape(indices_shape + (1,) * (len(params_shape) - batch_dims - 1)),
+        axis=batch_dims)
+    np.testing.assert_array_equal(out, expected)
+    counts = np.zeros(params_shape, np.float32)   # d sum(out) / d params: picks counted
+    for index in np.ndindex(*indices_shape):
+        counts[index[:batch_dims] + (indices[index],)] += 1
+    np.testing.assert_array_equal(diffs[0].numpy(), counts)
+
+
+def test_gather_batch_dims_refuses_what_oneflow_refuses():
+    @flow.global_function(type="predict")
+    def above(x: tp.Numpy.Placeholder((2, 3, 4)),
+              i: tp.Numpy.Placeholder((2, 2), dtype=flow.int32)) -> tp.Numpy:
+        return flow.gather(x, i, axis=2, batch_dims=1)
+    with pytest.raises(NotImplementedError, match="axis .2. above batch_dims .1."):
+        above(np.zeros((2, 3, 4), np.float32), np.zeros((2, 2), np.int32))
+
+    @flow.global_function(type="predict")
+    def mismatched(x: tp.Numpy.Placeholder((2, 3, 4)),
+                   i: tp.Numpy.Placeholder((3, 2), dtype=flow.int32)) -> tp.Numpy:
+        return flow.gather(x, i, batch_dims=1)
+    with pytest.raises(ValueError, match=r"indices must have shape \(2,\) \+ \(k,\)"):
+        mismatched(np.zeros((2, 3, 4), np.float32), np.zeros((3, 2), np.int32))
