@@ -147,3 +147,42 @@ def test_gather_batch_dims_refuses_what_oneflow_refuses():
         return flow.gather(x, i, batch_dims=1)
     with pytest.raises(ValueError, match=r"indices must have shape \(2,\) \+ \(k,\)"):
         mismatched(np.zeros((2, 3, 4), np.float32), np.zeros((3, 2), np.int32))
+
+
+def _conv_nchw_reference(x, w, pad):
+    """Direct NCHW convolution (stride 1) with OIHW ``w`` in float64."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pad, pad))
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    out = np.zeros((n, o, h - kh + 1, wd - kw + 1))
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", x[:, :, i:i + kh, j:j + kw], w)
+    return out
+
+
+def test_conv2d_and_pooling_take_nhwc_as_oneflow():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)     # NHWC
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)     # OHWI
+
+    @flow.global_function(type="predict")
+    def job(x_: tp.Numpy.Placeholder((2, 5, 6, 3)), w_: tp.Numpy.Placeholder((4, 3, 3, 3))
+            ) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
+        conv = flow.nn.conv2d(x_, w_, strides=1, padding=[[0, 0], [1, 1], [1, 1], [0, 0]],
+                              data_format="NHWC")
+        return (conv, flow.nn.max_pool2d(x_, 2, 2, "VALID", data_format="NHWC"),
+                flow.nn.avg_pool2d(x_, 2, 2, "VALID", data_format="NHWC"))
+
+    conv, max_pool, avg_pool = job(x, w)
+    expected = _conv_nchw_reference(x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), (1, 1))
+    np.testing.assert_allclose(conv, expected.transpose(0, 2, 3, 1), rtol=1e-4, atol=1e-5)
+    windows = x[:, :4, :6].reshape(2, 2, 2, 3, 2, 3)   # (n, h/2, 2, w/2, 2, c)
+    np.testing.assert_array_equal(max_pool, windows.max(axis=(2, 4)))
+    np.testing.assert_allclose(avg_pool, windows.mean(axis=(2, 4)), rtol=1e-6)
+
+    @flow.global_function(type="predict")
+    def bad(x_: tp.Numpy.Placeholder((2, 5, 6, 3))) -> tp.Numpy:
+        return flow.nn.conv2d(x_, x_, data_format="NCW")
+    with pytest.raises(ValueError, match="data_format must be 'NCHW' or 'NHWC', got 'NCW'"):
+        bad(x)
