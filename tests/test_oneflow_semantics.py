@@ -186,3 +186,41 @@ def test_conv2d_and_pooling_take_nhwc_as_oneflow():
         return flow.nn.conv2d(x_, x_, data_format="NCW")
     with pytest.raises(ValueError, match="data_format must be 'NCHW' or 'NHWC', got 'NCW'"):
         bad(x)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_unique_with_counts_against_numpy(dtype):
+    x = np.random.default_rng(2).integers(0, 9, 40).astype(dtype)
+
+    @flow.global_function(type="predict")
+    def job(x_: tp.Numpy.Placeholder((40,), dtype=flow.dtypes.convert(dtype))
+            ) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy]:
+        return flow.experimental.unique_with_counts(x_, out_idx=flow.int64)
+
+    y, idx, count, n = job(x)
+    values, counts = np.unique(x, return_counts=True)
+    k = int(n[0])
+    assert k == values.size and idx.dtype == np.int64
+    np.testing.assert_array_equal(y[idx], x)
+    np.testing.assert_array_equal(np.sort(y[:k]), values)
+    np.testing.assert_array_equal(count[:k][np.argsort(y[:k])], counts)
+    assert not y[k:].any() and not count[k:].any()   # the padding is zeros
+
+
+def test_indexed_slices_reduce_sum_against_numpy():
+    rng = np.random.default_rng(3)
+    indices = rng.integers(0, 6, (4, 5)).astype(np.int32)
+    values = rng.random((4, 5, 2, 3)).astype(np.float32)
+
+    @flow.global_function(type="predict")
+    def job(i: tp.Numpy.Placeholder((4, 5), dtype=flow.int32),
+            v: tp.Numpy.Placeholder((4, 5, 2, 3))) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
+        return flow.experimental.indexed_slices_reduce_sum(i, v)
+
+    keys, sums, n = job(indices, values)
+    k = int(n[0])
+    assert n.dtype == np.int64 and sums.shape == (20, 6)
+    for key, total in zip(keys[:k], sums[:k]):
+        expected = values.reshape(20, 6)[indices.reshape(-1) == key].sum(0)
+        np.testing.assert_allclose(total, expected, rtol=1e-5)
+    np.testing.assert_array_equal(np.sort(keys[:k]), np.unique(indices))
