@@ -92,5 +92,6 @@ fixed_placement = scope.fixed_placement
 device_prior_placement = scope.device_prior_placement
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
 BlobDef = Blob
+from .ir.blob_facts import INVALID_BATCH_AXIS  # noqa: E402 - OneFlow's constant
 
 __all__ = [name for name in dir() if not name.startswith("_")]

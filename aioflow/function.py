@@ -21,12 +21,13 @@ graph double(x: float32[2]) {
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import time
 
 import numpy as np
 
-from . import backends, config, distributed, dynamic_shapes
+from . import backends, config, distributed, dynamic_inputs, dynamic_shapes
 from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
 from .compiler import compile as compile_graph
@@ -84,6 +85,8 @@ class JobFunction:
         self.config = config
         self.parameters = read_parameters(fn)
         self.return_spec = read_return(fn)
+        # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py)
+        self.dynamic_leaves = dynamic_inputs.dynamic_leaves(self.parameters)
         self.__name__ = fn.__name__
         functools.update_wrapper(self, fn)
         session_mod.default_session().register_job(self)
@@ -147,6 +150,10 @@ class JobFunction:
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
         compiled = self.compiled_for(session)
+        if self.dynamic_leaves:
+            key = dynamic_inputs.variant_key(self.dynamic_leaves, arrays)
+            if key is not None:   # traced again for the actual shapes (dynamic_inputs.py)
+                compiled = compiled.variant(key)
         if compiled.label_checks or compiled.dense_list_checks:
             compiled.check_inputs(arrays)
         return call_job(self, compiled, arrays, copied=bool(private))
@@ -179,9 +186,13 @@ class CompiledJob:
     """A job traced in one session and compiled for one backend: its graph, its plan,
     and what a step needs to run the plan there."""
 
-    def __init__(self, job: JobFunction, session):
+    def __init__(self, job: JobFunction, session, dynamic_shapes: tuple | None = None):
         self.job = job
         self.session = session
+        # the actual shapes of the dynamic arguments this variant was traced for (None:
+        # as declared), and the variants of this job by those shapes
+        self.dynamic_shapes = dynamic_shapes
+        self.variants: dict[tuple, CompiledJob] = {}
         graph = Graph(job.__name__)
         graph.session = session
         graph.job_type = job.job_type
@@ -243,11 +254,34 @@ class CompiledJob:
         self.depth_limit = job.config.pipeline_depth()
         session.initialize_missing(self.backend)
 
+    def variant(self, shapes: tuple) -> "CompiledJob":
+        """This job traced and compiled for dynamic arguments of ``shapes`` (cached)."""
+        variant = self.variants.get(shapes)
+        if variant is None:
+            with self.session.lock:
+                variant = self.variants.get(shapes)
+                if variant is None:
+                    try:
+                        variant = CompiledJob(self.job, self.session, shapes)
+                    except (ValueError, TypeError) as exc:
+                        raise dynamic_inputs.VariantError.wrap(
+                            self.job.__name__, self.job.dynamic_leaves, shapes, exc) from exc
+                    self.variants[shapes] = variant
+        return variant
+
     def _trace(self, graph: Graph) -> None:
         job = self.job
         args, kwargs = [], {}
+        # the shape each placeholder leaf is traced with: the declared one, or for a
+        # variant the dynamic arguments' actual shapes
+        overrides = {}
+        if self.dynamic_shapes is not None:
+            overrides = {index: shape for (index, _, _), shape
+                         in zip(job.dynamic_leaves, self.dynamic_shapes)}
+        leaf = iter(range(1 << 30))
         for param in job.parameters:
-            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__)
+            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__,
+                                      lambda: overrides.get(next(leaf)))
             if param.positional:
                 args.append(blobs)
             else:
@@ -295,6 +329,8 @@ class CompiledJob:
         """Stop the job's data loaders (the session is going away)."""
         if self.feeds is not None:
             self.feeds.close()
+        for variant in self.variants.values():
+            variant.close()
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has
@@ -432,11 +468,19 @@ def _dense_list_checks(graph: Graph) -> list[tuple[int, str, str, tuple]]:
     return list(checks.values())
 
 
-def _placeholders_for(graph, spec, name, job_name):
+def _placeholders_for(graph, spec, name, job_name, next_shape):
+    """The placeholder Blob(s) of a parameter; ``next_shape()`` gives, leaf by leaf, the
+    shape to trace a dynamic leaf with (None: the declared one)."""
     if isinstance(spec, tuple):
-        return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name)
+        return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name, next_shape)
                      for i, s in enumerate(spec))
-    blob = distributed.views.add_placeholder(graph, spec, name, job_name)
+    shape = next_shape()
+    traced = spec if shape is None else dataclasses.replace(spec, shape=shape)
+    blob = distributed.views.add_placeholder(graph, traced, name, job_name)
+    graph.batch_axes[blob.id] = (None if spec.batch_axis is None
+                                 else spec.batch_axis % max(len(spec.shape), 1))
+    if dynamic_inputs.is_dynamic_spec(spec):
+        graph.dynamic_inputs.add(blob.id)
     if spec.kind == "list_list_numpy":   # may be given a tensor list (inputs.py)
         graph.tensor_list_inputs.add(blob.id)
     return blob
