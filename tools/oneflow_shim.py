@@ -5,6 +5,8 @@ changes nothing on disk. At load it
 
 * makes ``import oneflow`` and ``import oneflow.<sub>`` resolve to ``aioflow`` and
   ``aioflow.<sub>`` (one module object each, so ``flow.typing is oneflow.typing``);
+* stands in for ``oneflow_api`` (OneFlow's C++ module, imported by a few tests for its
+  ``INVALID_BATCH_AXIS`` constants);
 * puts back the numpy-1.x aliases those tests still use (``np.float``, ``np.int``, ...),
   removed in numpy 1.24;
 * asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch).
@@ -48,7 +50,19 @@ class _OneflowAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass   # the aioflow module is already executed
 
 
+def _oneflow_api_stub():
+    """OneFlow's C++ extension module, which some tests import for its constants."""
+    import types
+
+    import aioflow
+    stub = types.ModuleType("oneflow_api")
+    stub.INVALID_BATCH_AXIS = aioflow.INVALID_BATCH_AXIS
+    stub.INVALID_SPLIT_AXIS = aioflow.INVALID_BATCH_AXIS   # the same value (-22) in OneFlow
+    return stub
+
+
 def install() -> None:
+    sys.modules.setdefault("oneflow_api", _oneflow_api_stub())
     for name, value in _NUMPY_ALIASES.items():
         if name not in np.__dict__:
             setattr(np, name, value)
