@@ -95,22 +95,36 @@ class JobFunction:
         return f"<aioflow job {self.__name__} ({self.job_type})>"
 
     # -- compilation -----------------------------------------------------------------------
-    def compiled_for(self, session) -> "CompiledJob":
-        compiled = session.compiled.get(id(self))
+    def compiled_for(self, session, dynamic_shapes: tuple | None = None) -> "CompiledJob":
+        """The job compiled in ``session``: as declared, or (``dynamic_shapes``) the
+        variant traced for those actual shapes of its dynamic arguments, compiled on its
+        own (the declared shapes need not make a valid job: OneFlow checks ops on the
+        actual ones)."""
+        key = id(self) if dynamic_shapes is None else (id(self), dynamic_shapes)
+        compiled = session.compiled.get(key)
         if compiled is None:
             with session.lock:
-                compiled = session.compiled.get(id(self))
+                compiled = session.compiled.get(key)
                 if compiled is None:
                     session.register_job(self)
                     try:
-                        compiled = CompiledJob(self, session)
+                        compiled = CompiledJob(self, session, dynamic_shapes)
+                    except (ValueError, TypeError) as exc:
+                        if dynamic_shapes is None:
+                            self._forget(session)
+                            raise
+                        raise dynamic_inputs.VariantError.wrap(
+                            self.__name__, self.dynamic_leaves, dynamic_shapes, exc) from exc
                     except BaseException:
-                        # A job that fails to trace must not break checkpoint calls that
-                        # compile every job; it raises again at its own next call.
-                        session.jobs = [j for j in session.jobs if j is not self]
+                        self._forget(session)
                         raise
-                    session.compiled[id(self)] = compiled
+                    session.compiled[key] = compiled
         return compiled
+
+    def _forget(self, session) -> None:
+        # A job that fails to trace must not break checkpoint calls that compile every
+        # job; it raises again at its own next call.
+        session.jobs = [j for j in session.jobs if j is not self]
 
     @property
     def graph(self) -> Graph:
@@ -149,11 +163,11 @@ class JobFunction:
                     private = known.private_copy
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
-        compiled = self.compiled_for(session)
-        if self.dynamic_leaves:
-            key = dynamic_inputs.variant_key(self.dynamic_leaves, arrays)
-            if key is not None:   # traced again for the actual shapes (dynamic_inputs.py)
-                compiled = compiled.variant(key)
+        # dynamic arguments of other shapes than declared: the job traced for them
+        # (dynamic_inputs.py)
+        shapes = (dynamic_inputs.variant_key(self.dynamic_leaves, arrays)
+                  if self.dynamic_leaves else None)
+        compiled = self.compiled_for(session, shapes)
         if compiled.label_checks or compiled.dense_list_checks:
             compiled.check_inputs(arrays)
         return call_job(self, compiled, arrays, copied=bool(private))
@@ -190,9 +204,8 @@ class CompiledJob:
         self.job = job
         self.session = session
         # the actual shapes of the dynamic arguments this variant was traced for (None:
-        # as declared), and the variants of this job by those shapes
+        # as declared)
         self.dynamic_shapes = dynamic_shapes
-        self.variants: dict[tuple, CompiledJob] = {}
         graph = Graph(job.__name__)
         graph.session = session
         graph.job_type = job.job_type
@@ -254,21 +267,6 @@ class CompiledJob:
         self.depth_limit = job.config.pipeline_depth()
         session.initialize_missing(self.backend)
 
-    def variant(self, shapes: tuple) -> "CompiledJob":
-        """This job traced and compiled for dynamic arguments of ``shapes`` (cached)."""
-        variant = self.variants.get(shapes)
-        if variant is None:
-            with self.session.lock:
-                variant = self.variants.get(shapes)
-                if variant is None:
-                    try:
-                        variant = CompiledJob(self.job, self.session, shapes)
-                    except (ValueError, TypeError) as exc:
-                        raise dynamic_inputs.VariantError.wrap(
-                            self.job.__name__, self.job.dynamic_leaves, shapes, exc) from exc
-                    self.variants[shapes] = variant
-        return variant
-
     def _trace(self, graph: Graph) -> None:
         job = self.job
         args, kwargs = [], {}
@@ -329,8 +327,6 @@ class CompiledJob:
         """Stop the job's data loaders (the session is going away)."""
         if self.feeds is not None:
             self.feeds.close()
-        for variant in self.variants.values():
-            variant.close()
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has

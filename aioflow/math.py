@@ -153,9 +153,14 @@ def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
 
 
 def argmax(input, axis=-1, name=None):  # noqa: A002 - OneFlow's name
-    """Index of the largest value along ``axis`` (int32)."""
+    """Index of the largest value along ``axis`` (int32). Of a 1-d input the result has
+    shape (1,), not 0-d: OneFlow's argmax op never makes a 0-d blob."""
     from .ops.registry import normalize_axis
-    return _red.argmax_op(input, axis=normalize_axis("argmax", axis, input.ndim), name=name)
+    axis = normalize_axis("argmax", axis, input.ndim)
+    if input.ndim == 1:
+        from .oneflow_ops.ops_api import reshape
+        return reshape(_red.argmax_op(input, axis=axis), (1,), name=name)
+    return _red.argmax_op(input, axis=axis, name=name)
 
 
 def squared_difference(x, y, name=None):

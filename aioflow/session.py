@@ -52,7 +52,8 @@ class Session:
     def __init__(self):
         self.variables: dict[str, VariableRecord] = {}
         self.jobs: list = []  # JobFunction objects, in definition order
-        self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
+        # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
+        self.compiled: dict = {}
         self.rng = _random.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).

@@ -109,3 +109,18 @@ def test_an_op_that_cannot_take_the_actual_shape_says_so():
                                          r"\(mirrored\) arguments \(argument 'x' declared "
                                          r"\(8, 6\), got \(5, 6\)\), an op cannot take them"):
         job([np.ones((5, 6), np.float32)])
+
+
+def test_only_the_actual_shapes_need_to_make_a_valid_job():
+    # OneFlow checks ops on the actual shapes: declared maxima that disagree (20 targets,
+    # 15 rows of predictions) are fine as long as each call's arrays agree.
+    @flow.global_function(type="predict")
+    def top(targets: tp.ListNumpy.Placeholder((20,), dtype=flow.int32),
+            predictions: tp.ListNumpy.Placeholder((15, 10))) -> tp.ListNumpy:
+        return flow.math.in_top_k(targets, predictions, k=1)
+
+    predictions = rng.random((10, 5)).astype(np.float32)
+    targets = predictions.argmax(1).astype(np.int32)
+    targets[:3] = (targets[:3] + 1) % 5
+    got, = top([targets], [predictions])
+    np.testing.assert_array_equal(got, np.arange(10) >= 3)

@@ -8,7 +8,7 @@ changes nothing on disk. At load it
 * stands in for ``oneflow_api`` (OneFlow's C++ module, imported by a few tests for its
   ``INVALID_BATCH_AXIS`` constants);
 * puts back the numpy-1.x aliases those tests still use (``np.float``, ``np.int``, ...),
-  removed in numpy 1.24;
+  removed in numpy 1.24, and ``np.reshape``'s ``newshape=`` keyword (removed in 2.x);
 * asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch).
 
 When ``ONEFLOW_SHIM_REPORT`` names a file, each test's outcome and, for a failure, the
@@ -61,11 +61,26 @@ def _oneflow_api_stub():
     return stub
 
 
+def _reshape_taking_newshape(reshape):
+    """``np.reshape`` that also takes numpy 1.x's ``newshape=`` keyword (removed in 2.x)."""
+    def reshape_(a, *args, newshape=None, **kwargs):
+        if newshape is not None:
+            args = (newshape, *args)
+        return reshape(a, *args, **kwargs)
+    reshape_.__wrapped__ = reshape
+    return reshape_
+
+
 def install() -> None:
     sys.modules.setdefault("oneflow_api", _oneflow_api_stub())
     for name, value in _NUMPY_ALIASES.items():
         if name not in np.__dict__:
             setattr(np, name, value)
+    if not hasattr(np.reshape, "__wrapped__"):
+        try:
+            np.reshape(np.zeros(1), newshape=(1,))
+        except TypeError:
+            np.reshape = _reshape_taking_newshape(np.reshape)
     os.environ.setdefault("ONEFLOW_TEST_CPU_ONLY", "1")
     if not any(isinstance(f, _OneflowAlias) for f in sys.meta_path):
         sys.meta_path.insert(0, _OneflowAlias())

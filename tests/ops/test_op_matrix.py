@@ -353,6 +353,8 @@ for _axis in (-1, 0, 1):
     case(f"argmax-{axis_id(_axis)}", lambda x, _a=_axis: flow.math.argmax(x, axis=_a),
          lambda x, _a=_axis: np.argmax(x, axis=_a), (Distinct(3, 4),), ("argmax",),
          dtypes=(F32, F64, I32), out_dtype=np.int32, grad=False)
+case("argmax-1d", flow.math.argmax, lambda x: np.argmax(x).reshape(1),   # OneFlow: (1,)
+     (Distinct(5),), ("argmax",), dtypes=(F32, I32), out_dtype=np.int32, grad=False)
 case("argmax-ties-first", flow.math.argmax, lambda x: np.argmax(x, axis=-1),
      (Fixed([[1, 3, 3], [2, 2, 0]]),), ("argmax",), dtypes=(F32, I32), out_dtype=np.int32,
      grad=False)
