@@ -8,7 +8,8 @@ changes nothing on disk. At load it
 * stands in for ``oneflow_api`` (OneFlow's C++ module, imported by a few tests for its
   ``INVALID_BATCH_AXIS`` constants);
 * puts back the numpy-1.x aliases those tests still use (``np.float``, ``np.int``, ...),
-  removed in numpy 1.24, and ``np.reshape``'s ``newshape=`` keyword (removed in 2.x);
+  removed in numpy 1.24, and ``np.reshape``'s ``newshape=`` keyword (removed in 2.x), and
+  ``collections.Sized`` (Python < 3.10);
 * asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch).
 
 When ``ONEFLOW_SHIM_REPORT`` names a file, each test's outcome and, for a failure, the
@@ -73,6 +74,10 @@ def _reshape_taking_newshape(reshape):
 
 def install() -> None:
     sys.modules.setdefault("oneflow_api", _oneflow_api_stub())
+    import collections
+    import collections.abc
+    if not hasattr(collections, "Sized"):   # moved to collections.abc in Python 3.10
+        collections.Sized = collections.abc.Sized
     for name, value in _NUMPY_ALIASES.items():
         if name not in np.__dict__:
             setattr(np, name, value)
