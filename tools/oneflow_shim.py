@@ -68,7 +68,7 @@ def _reshape_taking_newshape(reshape):
         if newshape is not None:
             args = (newshape, *args)
         return reshape(a, *args, **kwargs)
-    reshape_.__wrapped__ = reshape
+    reshape_.takes_newshape = True
     return reshape_
 
 
@@ -81,7 +81,7 @@ def install() -> None:
     for name, value in _NUMPY_ALIASES.items():
         if name not in np.__dict__:
             setattr(np, name, value)
-    if not hasattr(np.reshape, "__wrapped__"):
+    if not getattr(np.reshape, "takes_newshape", False):
         try:
             np.reshape(np.zeros(1), newshape=(1,))
         except TypeError:
