@@ -231,13 +231,13 @@ def clear_default_session() -> None:
 config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
 
 
-@atexit.register
 def eager_execution_enabled() -> bool:
     """False: aioflow runs OneFlow's lazy mode only (job functions traced and compiled),
     so code written for both of OneFlow's modes takes its lazy path."""
     return False
 
 
+@atexit.register
 def _drain_at_exit() -> None:
     """Deliver in-flight steps and their callbacks before the interpreter goes."""
     session = _default_session

@@ -224,3 +224,15 @@ def test_indexed_slices_reduce_sum_against_numpy():
         expected = values.reshape(20, 6)[indices.reshape(-1) == key].sum(0)
         np.testing.assert_allclose(total, expected, rtol=1e-5)
     np.testing.assert_array_equal(np.sort(keys[:k]), np.unique(indices))
+
+
+def test_in_top_k_says_no_where_it_cannot_say_as_oneflow():
+    predictions = np.array([[0.1, 0.9, 0.5], [np.inf, 0.2, 0.3], [0.3, 0.2, 0.1],
+                            [np.nan, 1.0, 0.0]], np.float32)
+    targets = np.array([1, 1, 7, 1], np.int32)   # row 2: a target beyond the classes
+
+    @flow.global_function(type="predict")
+    def job(t: tp.Numpy.Placeholder((4,), dtype=flow.int32),
+            p: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.math.in_top_k(t, p, k=2)
+    np.testing.assert_array_equal(job(targets, predictions), [1, 0, 0, 0])
