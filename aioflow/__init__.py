@@ -14,6 +14,7 @@ This module only re-exports; each name lives in the module named in its docstrin
 from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
                math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
 from . import experimental, linalg, quantization, system
+from . import distribute   # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
 from . import checkpoint_io  # the earlier path of flow.checkpoint.io, still an attribute
 from .checkpoint import get_all_variables, load_variables
 from .dtypes import (DType, char, double, float, float16, float32, float64, half, int8,

@@ -187,9 +187,8 @@ def launch_fusion(mode="auto") -> None:
 def enable_cuda_graphs(flag: bool = True) -> None:
     """Whether train and predict steps compiled from now on for the CuPy backend replay a
     captured CUDA graph (inputs copied into fixed device buffers, one graph launch per
-    step) where the plan allows it; on by default. It has no effect on the CPU. NOT YET
-    VERIFIED ON A GPU (docs/runtime.md says what is built and what a GPU must confirm);
-    switch it off if a captured step misbehaves.
+    step) where the plan allows it; on by default. It has no effect on the CPU. Verified
+    on an H200 (docs/runtime.md); switch it off if a captured step misbehaves.
 
     >>> import aioflow as flow
     >>> flow.config.enable_cuda_graphs(False)
@@ -369,3 +368,11 @@ def save_downloaded_file_to_local_fs(val: bool = True) -> None:
     download either way."""
     _no_effect("save_downloaded_file_to_local_fs", val, "its data readers read local "
                "files; flow.data.load_mnist caches its download either way")
+
+
+# -- the rest of OneFlow v0.3.4's flow.config: runtime knobs without effect ----------------
+# (config_knobs.py: checked as OneFlow checked them, warn once, no effect.)
+from .config_knobs import collective_boxing, setters as _knob_setters  # noqa: E402
+
+globals().update(_knob_setters)
+__all__ += ["collective_boxing", *_knob_setters]

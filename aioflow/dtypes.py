@@ -27,6 +27,7 @@ __all__ = [
     "DType", "float16", "float32", "float64", "float", "double", "half",
     "int8", "char", "int32", "int64", "uint8", "as_numpy", "from_numpy", "convert",
     "convert_oneflow_dtype_to_numpy_dtype", "record", "tensor_buffer", "require_numeric",
+    "from_proto",
 ]
 
 
@@ -51,6 +52,12 @@ class DType:
         return self.numpy.kind == "f"
 
     @property
+    def oneflow_proto_dtype(self) -> int:
+        """OneFlow's number of this type in its ``DataType`` enum (``kFloat`` is 2;
+        ``aioflow.core.common.data_type_pb2`` holds the names)."""
+        return _PROTO_NUMBERS[self.name]
+
+    @property
     def is_numeric(self) -> bool:
         """False for ``record`` and ``tensor_buffer``, whose elements are host objects."""
         return self.numpy.kind != "O"
@@ -73,6 +80,22 @@ tensor_buffer = DType("tensor_buffer", object)
 
 _BY_NUMPY = {d.numpy: d for d in (float16, float32, float64, int8, int32, int64, uint8)}
 _NAMED = {d.name: d for d in (*_BY_NUMPY.values(), record, tensor_buffer)}
+
+
+# OneFlow's DataType numbers (core/common/data_type.proto); int8 is its kInt8 (and kChar).
+_PROTO_NUMBERS = {"int8": 4, "float32": 2, "float64": 3, "int32": 5, "int64": 6, "uint8": 7,
+                  "record": 8, "float16": 9, "tensor_buffer": 10}
+
+
+def from_proto(number: int) -> DType:
+    """The dtype of OneFlow's ``DataType`` number (``data_type_pb2.kFloat`` -> ``float32``;
+    ``kChar`` -> ``int8``, aioflow's one signed byte type)."""
+    for name, known in _PROTO_NUMBERS.items():
+        if known == number:
+            return _NAMED[name]
+    if number == 1:
+        return int8
+    raise ValueError(f"from_proto: no OneFlow data type numbered {number!r}")
 
 
 def _by_name(name: str) -> DType:

@@ -193,6 +193,8 @@ LOOP_STEP_BYTES = 64 << 10
 # (CompiledJob.delivers_here).
 _CALLBACK_TIME_WEIGHT = 0.25
 RECENT_STEPS = 9   # step_seconds: the median of this many measured steps
+# private_copy: values up to this size get a plain copy, not a staging-ring buffer
+SMALL_COPY_BYTES = 64 << 10
 AWAY_STEPS = 20   # fits_inline: a caller gone this many steps' time runs its next step here
 
 
@@ -216,7 +218,7 @@ class CompiledJob:
             self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
             tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
             malloc.tune()   # a no-op after the first time, or when turned off
-            self.plan = compile_graph(graph, _compile_options(), self.backend)
+            self.plan = compile_graph(graph, _compile_options(job.config), self.backend)
         except BaseException:
             session.forget_variables(graph.new_variables)
             raise
@@ -330,9 +332,17 @@ class CompiledJob:
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has
-        one (so staging does not copy it again), else a plain numpy copy."""
+        one (so staging does not copy it again), else a plain numpy copy.
+
+        A small value (at most ``SMALL_COPY_BYTES``) gets a plain copy even on a device:
+        lending a ring buffer (a lock, a weak reference, often a fresh allocation) cost
+        30-90 us of the caller's thread against ~2 us for the copy, and where a hundred
+        awaited calls start at once that is the event loop's time (issue 29); staging then
+        copies it into the ring on the compute thread, off the loop."""
         copier = getattr(self.backend.device, "private_copy", None)
-        return copier(value) if copier is not None else np.array(value, order="C", copy=True)
+        if copier is None or getattr(value, "nbytes", SMALL_COPY_BYTES + 1) <= SMALL_COPY_BYTES:
+            return np.array(value, order="C", copy=True)
+        return copier(value)
 
     @property
     def fits_on_loop(self) -> bool:
@@ -427,9 +437,17 @@ class CompiledJob:
         self.step_seconds = sorted(recent)[len(recent) // 2]
 
 
-def _compile_options() -> dict:
-    """The flow.config settings the compiler takes, as set now."""
-    return {key: config.get(key) for key in DEFAULT_OPTIONS}
+def _compile_options(function_config=None) -> dict:
+    """The flow.config settings the compiler takes, as set now, with the job's own
+    ``function_config`` settings that narrow them: ``enable_reused_mem(False)`` (no memory
+    plan for this job) and ``enable_fuse_model_update_ops`` (its optimizer updates fused
+    into one, or not, whatever the backend)."""
+    options = {key: config.get(key) for key in DEFAULT_OPTIONS}
+    if function_config is not None:
+        options["memory_plan"] = (options["memory_plan"]
+                                  and function_config.setting("enable_reused_mem"))
+        options["fuse_model_update"] = function_config.setting("enable_fuse_model_update_ops")
+    return options
 
 
 def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:

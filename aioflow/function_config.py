@@ -11,22 +11,114 @@ True
 from __future__ import annotations
 
 from . import dtypes
+from . import function_settings as _fs
 
 _VIEWS = ("consistent", "mirrored")
 
 
+_view_stack: list[str] = []   # views of the open ``with flow.scope.*_view():`` blocks
+
+
 class LogicalView:
-    """``flow.scope.consistent_view()`` / ``mirrored_view()`` values."""
+    """``flow.scope.consistent_view()`` / ``mirrored_view()`` values: for
+    ``function_config.default_logical_view``, or, as in OneFlow, a context manager making
+    ``flow.scope.*_view_enabled()`` answer for its block."""
 
     def __init__(self, kind: str):
         self.kind = kind
+
+    def __enter__(self):
+        _view_stack.append(self.kind)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _view_stack.pop()
 
     def __repr__(self) -> str:
         return f"flow.scope.{self.kind}_view()"
 
 
-class _TrainConfig:
-    def __init__(self):
+def _setter(values: dict, setting: _fs.Setting):
+    """OneFlow's setter of ``setting``, recording into ``values``."""
+    public = f"function_config.{setting.name}"
+
+    def set_value(value=_fs._REQUIRED):
+        if value is _fs._REQUIRED:
+            if setting.bare is _fs._REQUIRED:
+                raise TypeError(f"{public}() needs a value")
+            value = setting.bare
+        values[setting.name] = setting.check(public, value)
+        if setting.why:
+            from .session import warn_once
+            warn_once(public, f"{public}({value!r}) has no effect in aioflow: {setting.why}")
+    set_value.__name__ = setting.name.rpartition(".")[2]
+    set_value.__doc__ = (f"OneFlow's ``{public}``: " + (f"no effect ({setting.why})."
+                                                        if setting.why else "applied."))
+    return set_value
+
+
+class _SettingGroup:
+    """The setters under one dotted prefix (``config.qat.symmetric``...)."""
+
+    def __init__(self, values: dict, prefix: str):
+        self._values, self._prefix = values, prefix
+
+    def __getattr__(self, name: str):
+        setting = _fs.SETTINGS.get(f"{self._prefix}.{name}")
+        if setting is None or name.startswith("_"):
+            raise AttributeError(f"function_config.{self._prefix} has no setting {name!r}")
+        return _setter(self._values, setting)
+
+    def __dir__(self):
+        return [n.rpartition(".")[2] for n in _fs.SETTINGS if n.startswith(self._prefix + ".")]
+
+
+class _MemoryPolicyList(_SettingGroup):
+    """``static_mem_alloc_policy_white_list``: OneFlow's memory allocation policies, kept as
+    a set (no effect in aioflow: it plans its buffers itself)."""
+
+    def __init__(self, values: dict):
+        super().__init__(values, "static_mem_alloc_policy_white_list")
+        values.setdefault("static_mem_alloc_policy_white_list", set(_fs.MEMORY_POLICIES))
+
+    def has(self, policy) -> bool:
+        return policy in self._values["static_mem_alloc_policy_white_list"]
+
+    def add(self, policy) -> None:
+        self.__getattr__("add")(_check_policy(policy))
+        self._values["static_mem_alloc_policy_white_list"].add(policy)
+
+    def remove(self, policy) -> None:
+        self.__getattr__("remove")(_check_policy(policy))
+        self._values["static_mem_alloc_policy_white_list"].discard(policy)
+
+    def policy_mem_size_first(self) -> str:
+        return "use_mem_size_first_algo"
+
+    def policy_mutual_exclusion_first(self) -> str:
+        return "use_mutual_exclusion_first_algo"
+
+    def policy_time_line(self) -> str:
+        return "use_time_line_algo"
+
+
+def _check_policy(policy):
+    if policy not in _fs.MEMORY_POLICIES:
+        raise ValueError(f"static_mem_alloc_policy_white_list: policy must be one of "
+                         f"{', '.join(_fs.MEMORY_POLICIES)}, got {policy!r}")
+    return policy
+
+
+class _AlgoList:
+    """``static_mem_alloc_algo_white_list.show()``: the policies' names, as OneFlow."""
+
+    def show(self) -> list:
+        return list(_fs.MEMORY_POLICIES)
+
+
+class _TrainConfig(_SettingGroup):
+    def __init__(self, values: dict):
+        super().__init__(values, "train")
         self._primary_lr = None
         self._model_update = None
 
@@ -55,13 +147,34 @@ class _TrainConfig:
 
 
 class FunctionConfig:
-    """Settings of one job function. Unknown settings raise ``AttributeError``."""
+    """Settings of one job function: every setter of OneFlow v0.3.4's ``FunctionConfig``
+    (those not defined here in :mod:`aioflow.function_settings`). Unknown settings raise
+    ``AttributeError``."""
 
     def __init__(self):
         self._default_data_type = dtypes.float32
         self._logical_view = LogicalView("consistent")
-        self.train = _TrainConfig()
+        self._values: dict = {}   # the settings of aioflow.function_settings, as set
+        self.train = _TrainConfig(self._values)
+        self.static_mem_alloc_policy_white_list = _MemoryPolicyList(self._values)
+        self.static_mem_alloc_algo_white_list = _AlgoList()
+        self.qat = _SettingGroup(self._values, "qat")
+        self.tensorrt = _SettingGroup(self._values, "tensorrt")
         self._pipeline_depth = None
+
+    def __getattr__(self, name: str):
+        setting = _fs.SETTINGS.get(name)
+        if setting is None or name.startswith("_"):
+            raise AttributeError(f"function_config has no setting {name!r} (OneFlow "
+                                 "v0.3.4's setters are listed in aioflow.function_settings)")
+        return _setter(self.__dict__.setdefault("_values", {}), setting)
+
+    def setting(self, name: str):
+        """The value of a setting of :mod:`aioflow.function_settings` (dotted for the
+        grouped ones, ``"qat.symmetric"``): as last set, else its initial value."""
+        if name not in _fs.SETTINGS:
+            raise KeyError(f"function_config.setting: no setting {name!r}")
+        return self._values.get(name, _fs.SETTINGS[name].initial)
 
     def default_data_type(self, dtype=None):
         if dtype is None:

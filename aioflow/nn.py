@@ -96,8 +96,22 @@ def softmax_cross_entropy_with_logits(labels, logits, name=None):
 
 
 def sigmoid_cross_entropy_with_logits(labels, logits, name=None):
-    """Elementwise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` (numerically stable)."""
+    """Elementwise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` (numerically stable).
+
+    As OneFlow's op: ``labels`` must have the shape of ``logits`` and may be of any
+    numeric type (Wide&Deep feeds int32 click labels); they are read in the logits' type,
+    and the loss has the logits' shape and type."""
     from . import math
+    from .oneflow_ops.ops_api import cast
+    for arg, blob in (("labels", labels), ("logits", logits)):
+        if not isinstance(blob, Blob):
+            raise TypeError(f"sigmoid_cross_entropy_with_logits: {arg} must be a Blob, got "
+                            f"{type(blob).__name__}")
+    if labels.shape != logits.shape:
+        raise ValueError(f"sigmoid_cross_entropy_with_logits: labels must have the shape of "
+                         f"logits {logits.shape}, got {labels.shape}")
+    if labels.dtype is not logits.dtype:
+        labels = cast(labels, logits.dtype)
     return math.subtract(math.relu(logits) - logits * labels,
                          -math.log1p(math.exp(-math.abs(logits))), name=name)
 

@@ -66,7 +66,10 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
     device = "cpu"
     if device_tag != "cpu":
         device = "gpu"
-        why = None if backends.simulating() else backends.gpu_unusable_reason()
+        # No warning where the user chose the device: a simulated GPU serves the placement,
+        # or AIOFLOW_DEVICE=cpu asked for the CPU (gpu without one is an error elsewhere).
+        chosen = backends.simulating() or backends.device_override() is not None
+        why = None if chosen else backends.gpu_unusable_reason()
         if why is not None:
             warn_once("no-gpu", f"flow.scope.placement({device_tag!r}): no usable GPU here "
                       f"({why}); running on the CPU instead")
@@ -96,7 +99,11 @@ def mirrored_view() -> LogicalView:
 
 
 def _view_kind() -> str:
-    """The logical view of the job being traced; outside a job, the default."""
+    """The view of the innermost ``with flow.scope.*_view():`` block; else the logical
+    view of the job being traced; outside a job, the default."""
+    from .function_config import _view_stack
+    if _view_stack:
+        return _view_stack[-1]
     if is_tracing():
         config = current_graph().config
         if config is not None:
@@ -122,9 +129,13 @@ def mirrored_view_enabled() -> bool:
 
 @contextlib.contextmanager
 def namespace(name: str):
-    """Prefix op names created in the block with ``name-``."""
+    """Prefix the names of the ops and variables created in the block with ``name-``
+    (nested: ``outer-inner-``), as OneFlow does: ``get_variable("weight")`` inside
+    ``namespace("layer1")`` is the variable ``layer1-weight``."""
+    if not isinstance(name, str):
+        raise TypeError(f"flow.scope.namespace: name must be a str, got {name!r}")
     graph = current_graph()
-    graph.name_scope.append(str(name))
+    graph.name_scope.append(name)
     try:
         yield
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 from .callsite import user_stacklevel
+from .function_settings import SETTINGS
 from .ir import current_graph, is_tracing
 
 __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
@@ -103,6 +104,8 @@ class FunctionDesc:
     def __getattr__(self, attr_name: str):
         if attr_name.startswith("_") or not self.HasAttr(attr_name):
             raise AttributeError(f"the job's function config has no setting {attr_name!r}")
+        if attr_name in SETTINGS:   # OneFlow's setters: called bare, they would set True
+            return self.job_config.setting(attr_name)
         return getattr(self.job_config, attr_name)()
 
 

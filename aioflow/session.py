@@ -64,6 +64,8 @@ class Session:
         self.pending_errors: list[BaseException] = []
         # Train steps skipped by the non-finite guard, by job name (step_guard.py).
         self.skipped_steps: dict[str, int] = {}
+        # Guarded train steps run, by job name: the call a skip warning names.
+        self.guarded_calls: dict[str, int] = {}
         self._pipeline = None
         self._pipeline_depth = config.get("pipeline_depth")
 
@@ -112,7 +114,10 @@ class Session:
                 raise ValueError(
                     f"variable {name!r} already exists as {record.describe()}; this "
                     f"declaration asks for {dtype.name}{list(shape)}. Variables are shared by "
-                    "name across jobs: use another name for a different variable")
+                    "name across jobs: use another name for a different variable. In a test "
+                    "suite, start each test from an empty session: the `flow_session` "
+                    "fixture (pytest_plugins = [\"aioflow.testing\"]) or "
+                    "flow.clear_default_session()")
             return record
         record = VariableRecord(name, shape, dtype, initializer, trainable, is_state)
         self.variables[name] = record

@@ -79,7 +79,9 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     """Create (or reuse, by name) a variable and return a Blob reading it.
 
     Variables with the same name are one variable across all jobs of the session; a
-    second declaration must agree on shape and dtype. Without an initializer, floating
+    second declaration must agree on shape and dtype. Inside ``flow.scope.namespace("a")``
+    the variable is named ``a-<name>`` (OneFlow's rule), so same-named variables of two
+    namespaces are two variables. Without an initializer, floating
     variables start from ``glorot_uniform`` (zeros for integer ones). A ``regularizer``
     (``flow.regularizers.l2(...)``) adds its penalty to the job's training loss.
     """
@@ -88,18 +90,42 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
         raise ValueError(f"get_variable: name must be a non-empty string, got {name!r}")
     if shape is None:
         raise ValueError(f"get_variable({name!r}): shape is required")
+    if distribute is not None:   # a layout hint: variables are whole on each device
+        from .distribute import assert_is_valid_distribute
+        assert_is_valid_distribute(distribute, f"get_variable({name!r}) distribute")
+    name = graph.namespace_prefix() + name
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
     if dtype is None:  # the job's function_config().default_data_type (float32 by default)
         dtype = graph.config.default_data_type() if graph.config is not None else dtypes.float32
     dtype = dtypes.convert(dtype)
-    session = graph.session
-    record = session.declare_variable(name, shape, dtype, initializer, trainable, graph)
+    if initializer is None and graph.config is not None:
+        # function_config.default_initializer_conf: OneFlow's initializer of variables
+        # declared without one (a job's own default, before aioflow's).
+        conf = graph.config.setting("default_initializer_conf")
+        if conf is not None:
+            from .function_settings import initializer_from_conf
+            initializer = initializer_from_conf("default_initializer_conf", conf)
+    record = graph.session.declare_variable(name, shape, dtype, initializer, trainable, graph)
+    graph.variable_trainable.setdefault(name, bool(trainable))
     cached = graph.variable_blobs.get(name)
     if cached is not None:
         return cached
+    blob = read_declared(name)
+    if regularizer is not None:
+        graph.regularization_losses.append(regularizer(blob))
+    return blob
+
+
+def read_declared(name: str) -> Blob:
+    """A Blob reading the variable the session declared as ``name``, exactly that name
+    (no namespace prefix): for aioflow's own state variables (optimizer slots, step
+    counters), named after the variable or job they serve, whatever namespace is open."""
+    graph = current_graph()
+    cached = graph.variable_blobs.get(name)
+    if cached is not None:
+        return cached
+    record = graph.session.variables[name]
     from .ops.state import variable
     blob = variable(name=name, var=name, shape=record.shape, dtype=record.dtype)
     graph.variable_blobs[name] = blob
-    if regularizer is not None:
-        graph.regularization_losses.append(regularizer(blob))
     return blob

@@ -2,7 +2,8 @@
 
     python examples/quickstart.py                       # trains, saves ./quickstart_model
     python examples/serve_mnist.py --checkpoint ./quickstart_model --port 8000
-    curl -s localhost:8000/v1/models/mnist:predict -d '{"instances": [[0.0, ...784 values]]}'
+    curl -s localhost:8000/v1/models/mnist:predict -H 'Content-Type: application/json' \
+         -d '{"instances": [[0.0, ...784 values]]}'
 
 An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST convention:
 
@@ -177,6 +178,7 @@ async def load_model(config: ServerConfig) -> DynamicBatcher:
                            f"by `quickstart.py --model {config.model}`?): {exc}") from exc
     await model.start()
     await model(np.zeros((1, 28, 28), np.float32))  # warm-up: first-step costs paid here
+    model.reset_metrics()   # the warm-up is no client's request: /metrics starts at zero
     return model
 
 
@@ -260,11 +262,14 @@ def _instance(instance, i: int) -> np.ndarray:
         shape = "ragged lists" if array is None else f"shape {list(array.shape)}"
         raise ApiError(400, f"instance {i}: expected {expected}, got {shape}")
     if array.dtype.kind not in "iuf":
+        array = _big_integers(array, i)
+    if array.dtype.kind not in "iuf":
         raise ApiError(400, f"instance {i}: every value must be a number, got "
                             f"{_kind_name(array)}")
     array = array.astype(np.float64).reshape(784)
     if not np.isfinite(array).all():
-        raise ApiError(400, f"instance {i}: values must be finite (got an overflowing number)")
+        raise ApiError(400, f"instance {i}: values must be finite (got a number out of "
+                            "float32's range)")
     low, high = array.min(), array.max()
     if low < 0.0 or high > 1.0:
         raise ApiError(400, f"instance {i}: values must lie in [0, 1], got values from {low:g} "
@@ -272,9 +277,42 @@ def _instance(instance, i: int) -> np.ndarray:
     return array
 
 
+def _big_integers(array: np.ndarray, i: int) -> np.ndarray:
+    """An object array of numbers only, as float64; anything else unchanged. The stdlib
+    parser reads integers beyond int64 (``10**39``, ``1`` and 400 zeros) as Python ints,
+    and numpy then keeps the whole list as objects: numbers out of range, not non-numeric
+    values."""
+    if array.dtype != object:
+        return array
+    values = array.reshape(-1).tolist()
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return array
+    try:
+        return np.array(values, np.float64).reshape(array.shape)
+    except OverflowError:   # beyond float64 too
+        raise ApiError(400, f"instance {i}: a number out of float32's range (an integer "
+                            "too large for any float); values must lie in [0, 1]") from None
+
+
 def _kind_name(array: np.ndarray) -> str:
     return {"b": "booleans", "U": "strings", "S": "strings"}.get(array.dtype.kind,
                                                                  "non-numeric values")
+
+
+JSON_TYPES = ("application/json",)
+
+
+def require_json(content_type: str) -> None:
+    """415 unless the request says its body is JSON (``application/json`` or a ``+json``
+    type): a body sent as ``text/plain`` or with no type at all is refused, as every other
+    type is, rather than guessed at (a browser form can post ``text/plain`` across sites
+    without asking)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind in JSON_TYPES or kind.endswith("+json"):
+        return
+    got = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    raise ApiError(415, f"the body must be JSON sent as Content-Type: application/json (got "
+                        f"{got}), or a PNG image")
 
 
 def is_image_upload(content_type: str, body: bytes) -> bool:
@@ -403,8 +441,10 @@ def create_app(config=None) -> Starlette:
     async def predict(request: Request) -> Response:
         async def work():
             body = await body_of(request)
-            if is_image_upload(request.headers.get("content-type", ""), body):
+            content_type = request.headers.get("content-type", "")
+            if is_image_upload(content_type, body):
                 return await classify(request, body)
+            require_json(content_type)
             probabilities = await run_model(request, await instances(request, body))
             return {"predictions": probabilities.tolist()}
         return await answer("predict", request, work)

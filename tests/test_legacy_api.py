@@ -258,16 +258,23 @@ def test_add_loss_in_a_predict_job_is_refused():
         job(np.ones(2, np.float32))
 
 
-def test_add_loss_and_minimize_together_are_refused():
+def test_add_loss_and_minimize_together_train_every_loss_once():
+    """OneFlow's minimize() adds its loss to the job's losses, as add_loss() does (the
+    BERT classifier calls both on one loss): that loss counts once, another one joins."""
     @flow.global_function(type="train", function_config=get_train_config())
     def train_job(x=flow.FixedTensorDef((2,))):
-        loss = flow.math.reduce_sum(x * flow.get_variable("w", shape=(2,)))
+        w = flow.get_variable("w", shape=(2,), initializer=flow.zeros_initializer())
+        v = flow.get_variable("v", shape=(2,), initializer=flow.zeros_initializer())
+        loss = flow.math.reduce_sum(x * w)
         flow.losses.add_loss(loss)
-        flow.optimizer.SGD(0.1).minimize(loss)
+        flow.losses.add_loss(flow.math.reduce_sum(x * v) * 2.0)
+        flow.optimizer.SGD(0.5, momentum=0.0).minimize(loss)
         return x
 
-    with pytest.raises(RuntimeError, match="not both"):
-        train_job(np.ones(2, np.float32))
+    train_job(np.ones(2, np.float32)).get()
+    variables = flow.get_all_variables()
+    np.testing.assert_allclose(variables["w"], [-0.5, -0.5])   # one gradient, not two
+    np.testing.assert_allclose(variables["v"], [-1.0, -1.0])   # the SGD of minimize()
 
 
 def test_model_update_conf_refuses_unknown_rules():
@@ -285,6 +292,7 @@ def test_model_update_conf_refuses_unknown_rules():
 def test_fixed_placement_gpu_runs_on_cpu_with_one_warning(monkeypatch):
     if backends.gpu_usable():
         pytest.skip("a GPU is available: no fallback warning")
+    monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)   # the CPU, not chosen: warned
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # as in a new process
 
     @flow.global_function(get_eval_config())

@@ -58,6 +58,23 @@ class Backend:
         """Whether ``array`` lives on this backend (so a variable need not move)."""
         return isinstance(array, np.ndarray)
 
+    def host_buffer(self, shape, dtype) -> np.ndarray:
+        """A host array that device copies can use asynchronously (page-locked on a GPU);
+        meant to be kept and reused: allocating it costs more than one copy."""
+        return np.empty(shape, dtype)
+
+    def copy_to_host_async(self, array, out: np.ndarray):
+        """Start copying device ``array`` into ``out`` (a :meth:`host_buffer` of its size)
+        after the work issued so far; returns an event to ``wait()`` for before reading
+        ``out``, or None when the copy is already done (host backends)."""
+        out[...] = np.reshape(self.to_host(array), out.shape)
+        return None
+
+    def from_host_async(self, host_array: np.ndarray):
+        """A device array holding ``host_array``, copied in stream order with the work
+        issued after it; ``host_array`` must stay unchanged until that work is done."""
+        return self.to_device(host_array)
+
     def random_generator(self, seed):
         """A generator of random bits on the device (``random(shape, dtype=)``)."""
         return np.random.default_rng(seed)

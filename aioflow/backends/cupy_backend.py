@@ -87,10 +87,16 @@ def _empty_pinned(shape, dtype) -> np.ndarray:
     return cupyx.empty_pinned(shape, dtype)
 
 
+def _on_host(array) -> bool:
+    """A value that stays on the host in a GPU step: a tensor buffer or tensor list (a
+    numpy object array of arrays, ``ops/tensor_buffer.py``), or host-resident state."""
+    return isinstance(array, np.ndarray)
+
+
 class _PinnedFetched(Fetched):
     """Outputs copied into pinned buffers; :meth:`take` copies them out and gives the
     buffers back. Holds the device outputs until then (their memory must not be reused
-    while the copy reads it)."""
+    while the copy reads it). Outputs that live on the host are copied as they are."""
 
     def __init__(self, arrays, event, device_outputs, ring: StagingRing):
         super().__init__(arrays, event)
@@ -99,7 +105,8 @@ class _PinnedFetched(Fetched):
 
     def take(self) -> list:
         host = [np.array(buffer, copy=True) for buffer in self.arrays]
-        self._ring.give_back(self.arrays)
+        self._ring.give_back([buffer for buffer, output in zip(self.arrays,
+                              self._device_outputs) if not _on_host(output)])
         self.arrays, self._device_outputs = host, None
         return host
 
@@ -139,6 +146,9 @@ class CupyDevice:
         buffers, arrays = [], []
         with self.copy_in:
             for host in host_arrays:
+                if host.dtype == object:    # a tensor buffer: its kernels read it on the host
+                    arrays.append(host)
+                    continue
                 buffer = self.ring.claim(host)    # copied at the call, or now
                 device_array = cupy.empty(host.shape, host.dtype)
                 device_array.set(buffer, stream=self.copy_in)
@@ -148,6 +158,8 @@ class CupyDevice:
 
     def private_copy(self, value: np.ndarray) -> np.ndarray:
         """A call's argument copied now, straight into a pinned staging buffer."""
+        if value.dtype == object:
+            return np.array(value, copy=True)
         return self.ring.lend_copy(value)
 
     def launch(self, fn: Callable[[list], list], staged: Staged) -> Launched:
@@ -174,6 +186,9 @@ class CupyDevice:
         self.copy_out.wait_event(launched.event.cuda_event)
         buffers = []
         for output in launched.outputs:
+            if _on_host(output):
+                buffers.append(output)
+                continue
             buffer = self.ring.take(output.shape, output.dtype)
             output.get(stream=self.copy_out, out=buffer)
             buffers.append(buffer)
@@ -195,21 +210,17 @@ class CupyGraph:
 
 class CupyGraphCapturer:
     """CUDA stream capture of a compiled step (runtime/graph_capture.py), on a private
-    memory pool. NOT YET VERIFIED ON A GPU.
+    memory pool (verified on an H200, issue 26).
 
     * Memory: the warm-up step and the capture allocate from a pool of their own
       (``cupy.cuda.MemoryPool`` through ``using_allocator``), so the capture finds the
       blocks the warm-up freed and calls no ``cudaMalloc`` while capturing, and no other
       work of the process is handed the graph's memory afterwards.
-    * cuBLAS: CuPy refused library calls during stream capture when capture support came
-      (cupy#4567; cupy#6290 tracks re-enabling them library by library, cuBLAS needing
-      care with its pointer mode and workspace). Whether CuPy 14 lets ``cupy.matmul``
-      through during a capture was not checkable without a GPU; so the capture hands the
-      2-d products to cuBLAS directly (``ops/cupy_capture_gemm.py``: the raw ``sgemm`` /
-      ``dgemm`` binding on the capturing stream, host pointer mode, handle taken before
-      the capture starts), which no CuPy capture check stands in front of. Other library
-      calls (the convolutions' batched products) go through CuPy; if it refuses them, the
-      capture fails and the job runs eagerly with one warning naming the error.
+    * cuBLAS: CuPy 14 refuses every cuBLAS call during a capture (its bindings first set
+      the handle's stream, and that raises); cuBLAS itself supports capture. So products
+      go to cuBLAS through ``ctypes`` while capturing (``ops/cupy_capture_gemm.py``), on
+      CuPy's handle, its stream set before the capture begins. Any other library call CuPy
+      refuses fails the capture, and the job runs eagerly with one warning naming it.
     """
 
     def __init__(self, stream):
@@ -279,6 +290,19 @@ class CupyBackend(Backend):
 
     def owns(self, array) -> bool:
         return isinstance(array, self.xp.ndarray)
+
+    def host_buffer(self, shape, dtype) -> np.ndarray:
+        return _empty_pinned(shape, dtype)   # copies from and to it run asynchronously
+
+    def copy_to_host_async(self, array, out: np.ndarray) -> CupyEvent:
+        """Called inside a step (the compute stream current): ordered after its kernels."""
+        self.xp.ascontiguousarray(array).reshape(out.shape).get(stream=self.stream, out=out)
+        return CupyEvent(self.stream)
+
+    def from_host_async(self, host_array: np.ndarray):
+        device_array = self.xp.empty(host_array.shape, host_array.dtype)
+        device_array.set(host_array, stream=self.stream)
+        return device_array
 
     def random_generator(self, seed):
         return self.xp.random.default_rng(seed)

@@ -185,7 +185,7 @@ class _Namespace(types.SimpleNamespace):
             return _Ufunc(attr)
         if callable(attr) and not isinstance(attr, type):
             if name in _TRANSFERS:
-                return lambda *args, **kwargs: _call(attr, args, kwargs)
+                return lambda *args, **kwargs: _call(attr, _numeric_only(name, args), kwargs)
             return lambda *args, **kwargs: _call_device_only(attr, name, args, kwargs)
         return attr
 
@@ -194,6 +194,15 @@ class _Namespace(types.SimpleNamespace):
 
 
 _TRANSFERS = {"asarray", "array"}   # the module functions CuPy lets take a numpy array
+
+
+def _numeric_only(name, args):
+    """As CuPy's ``array``/``asarray``: an object array (a tensor buffer) is refused, with
+    CuPy's message; host values must not become device arrays."""
+    first = _unwrap(args[0]) if args else None
+    if isinstance(first, np.ndarray) and first.dtype == object:
+        raise ValueError(f"Unsupported dtype object (strict backend's xp.{name}, as CuPy's)")
+    return args
 
 
 def _call_device_only(fn, name, args, kwargs):
@@ -228,7 +237,9 @@ class StrictDevice:
     xp = xp
 
     def stage(self, host_arrays) -> Staged:
-        return Staged([StrictArray(np.array(a, copy=True)) for a in host_arrays])
+        # A tensor buffer (an object array) stays on the host, as the CuPy device keeps it.
+        return Staged([np.array(a, copy=True) if a.dtype == object
+                       else StrictArray(np.array(a, copy=True)) for a in host_arrays])
 
     def launch(self, fn, staged: Staged) -> Launched:
         return Launched(fn(staged.arrays))

@@ -51,6 +51,10 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
             build_training(graph)
             if fuse_launches:
                 launch_fusion.fuse_cross_entropy_gradient(graph)
+            # function_config.enable_fuse_model_update_ops(True / False) decides for its
+            # job; unset (None), the launch fusions' choice does.
+            fuse_updates = options.get("fuse_model_update")
+            if options["fusion"] and (fuse_launches if fuse_updates is None else fuse_updates):
                 launch_fusion.fuse_optimizer_updates(graph)
         graph.outputs += graph.watched_diffs   # flow.watch_diff, after the job's own
     eliminate_dead_code(graph)

@@ -133,8 +133,15 @@ class Plan:
         return results
 
     def _copy_outputs(self, ctx, slots) -> list:
-        """Private, C-ordered copies of the outputs: later steps reuse the buffers."""
-        return [ctx.xp.array(slots[s], copy=True, order="C") for s in self.output_slots]
+        """Private, C-ordered copies of the outputs: later steps reuse the buffers. A host
+        value (a tensor buffer: a numpy object array) stays a host copy on every backend."""
+        return [np.array(value, copy=True) if _is_host_value(value)
+                else ctx.xp.array(value, copy=True, order="C")
+                for value in (slots[s] for s in self.output_slots)]
+
+
+def _is_host_value(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == object
 
 
 def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,

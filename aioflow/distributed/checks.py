@@ -22,11 +22,6 @@ def job_layout(graph) -> dict:
 
 
 def check_job(graph, backend) -> None:
-    if backend.name != "numpy":
-        raise NotImplementedError(
-            f"job {graph.name!r} would run on the {backend.name} backend in a world of "
-            "several ranks; aioflow averages gradients over MPI on the CPU only (NCCL on "
-            "GPUs is not implemented). Run it on the CPU: AIOFLOW_DEVICE=cpu")
     layouts = allgather_object(job_layout(graph),
                                f"compiling job {graph.name!r} (comparing job layouts)")
     require_same(layouts, f"the layouts of job {graph.name!r}")

@@ -1,7 +1,9 @@
 """The collectives a rank uses, each a request started on the communication thread
 (:mod:`aioflow.distributed.comm`) and waited for with a deadline.
 
-Buffers are numpy arrays (jobs of several ranks run on the CPU backend). Sums of
+MPI reads and writes host memory: on the CPU backend the step's arrays are passed as
+they are; on a device backend (CuPy) the gradients travel through host buffers
+(:class:`DeviceBuckets`) and results through the backend's ``to_host``. Sums of
 floating-point gradients are divided by the world size on every rank after the
 all-reduce; with two ranks ``(a + b) / 2`` is bitwise the same on both.
 """
@@ -17,8 +19,8 @@ def _comm():
 
 
 def allreduce_mean_start(arrays, what: str):
-    """Start averaging ``arrays`` (one dtype) over the ranks; returns a future of the
-    averaged arrays (views of one buffer, shaped like the inputs)."""
+    """Start averaging ``arrays`` (numpy, one dtype) over the ranks; returns a future of
+    the averaged arrays (views of one buffer, shaped like the inputs)."""
     from mpi4py import MPI
     size = state.world().size
     send = np.concatenate([np.ravel(a) for a in arrays]) if len(arrays) > 1 else \
@@ -30,13 +32,72 @@ def allreduce_mean_start(arrays, what: str):
 
     def finish():
         np.divide(receive, receive.dtype.type(size), out=receive)
-        out, offset = [], 0
-        for a in arrays:
-            out.append(receive[offset:offset + a.size].reshape(a.shape))
-            offset += a.size
-        return out
+        return _split_like(receive, arrays)
 
     return state.communicator().submit(start, finish, what)
+
+
+def _split_like(flat, arrays) -> list:
+    out, offset = [], 0
+    for a in arrays:
+        out.append(flat[offset:offset + a.size].reshape(a.shape))
+        offset += a.size
+    return out
+
+
+class DeviceBuckets:
+    """Gradient all-reduces of a job on a device backend (CuPy; the strict backend in
+    tests): MPI reduces host memory, so each bucket's gradients go device -> host buffer
+    -> MPI -> host buffer -> device.
+
+    Each bucket keeps its two host buffers (page-locked on a GPU) from step to step:
+    allocating pinned memory costs more than the copy. Reusing them is safe in stream
+    order: step N's upload from ``receive`` is issued on the compute stream before step
+    N+1's download into ``send``, and MPI writes ``receive`` again only after that
+    download's event completed."""
+
+    def __init__(self):
+        self._buffers: dict = {}
+
+    def start(self, backend, key, arrays, what: str):
+        """Start averaging ``arrays`` (device arrays of one dtype, produced by the kernels
+        issued so far); returns a future of the averaged flat host buffer."""
+        from mpi4py import MPI
+        xp = backend.xp
+        total = sum(int(a.size) for a in arrays)
+        dtype = np.dtype(arrays[0].dtype)
+        buffers = self._buffers.get(key)
+        if buffers is None or buffers[0].size != total or buffers[0].dtype != dtype:
+            buffers = self._buffers[key] = (backend.host_buffer((total,), dtype),
+                                            backend.host_buffer((total,), dtype))
+        send, receive = buffers
+        flat = xp.concatenate([xp.ravel(a) for a in arrays]) if len(arrays) > 1 else \
+            xp.ravel(arrays[0])
+        downloaded = backend.copy_to_host_async(flat, send)
+        size = state.world().size
+
+        def start():
+            if downloaded is not None:
+                downloaded.wait()   # on the communication thread; the GIL is released
+            return _comm().Iallreduce(send, receive, op=MPI.SUM)
+
+        def finish():
+            np.divide(receive, receive.dtype.type(size), out=receive)
+            return receive
+
+        return state.communicator().submit(start, finish, what)
+
+    @staticmethod
+    def finish(backend, averaged: np.ndarray, specs) -> list:
+        """The averaged host buffer back on the device, split into arrays of ``specs``
+        ((shape, dtype) pairs)."""
+        flat = backend.from_host_async(averaged)
+        out, offset = [], 0
+        for shape, _ in specs:
+            count = int(np.prod(shape, dtype=np.int64))
+            out.append(flat[offset:offset + count].reshape(shape))
+            offset += count
+        return out
 
 
 def allreduce_sum(array, what: str) -> np.ndarray:

@@ -50,12 +50,22 @@ def _start_infer(*grads, counter, bucket, first):
     return [((), dtypes.int32)]
 
 
+def _on_host(ctx) -> bool:
+    return ctx.backend.name == "numpy"
+
+
 def _start_kernel(ctx, *grads, counter, bucket, first):
     what = counter.describe(ctx, first, f"the gradient all-reduce of bucket {bucket}")
     ctx._pending_allreduce = getattr(ctx, "_pending_allreduce", {})
-    ctx._pending_allreduce[(counter.job, bucket)] = collectives.allreduce_mean_start(
-        list(grads), what)
-    return np.zeros((), np.int32)
+    key = (counter.job, bucket)
+    if _on_host(ctx):
+        future = collectives.allreduce_mean_start(list(grads), what)
+    else:
+        if not hasattr(ctx, "_device_buckets"):
+            ctx._device_buckets = collectives.DeviceBuckets()
+        future = ctx._device_buckets.start(ctx.backend, key, list(grads), what)
+    ctx._pending_allreduce[key] = future
+    return ctx.xp.zeros((), np.int32)
 
 
 def _wait_infer(token, *, counter, bucket, specs):
@@ -64,7 +74,18 @@ def _wait_infer(token, *, counter, bucket, specs):
 
 def _wait_kernel(ctx, token, *, counter, bucket, specs):
     averaged = state.communicator().wait(ctx._pending_allreduce.pop((counter.job, bucket)))
+    if not _on_host(ctx):
+        averaged = collectives.DeviceBuckets.finish(ctx.backend, averaged, specs)
     return averaged[0] if len(averaged) == 1 else tuple(averaged)
+
+
+def _host(ctx, x):
+    """A result's value on the host, for MPI (device results are small: one sync)."""
+    return x if _on_host(ctx) else ctx.backend.to_host(x)
+
+
+def _device(ctx, x):
+    return x if _on_host(ctx) else ctx.backend.to_device(x)
 
 
 def _gather_infer(x, *, counter, first):
@@ -72,7 +93,8 @@ def _gather_infer(x, *, counter, first):
 
 
 def _gather_kernel(ctx, x, *, counter, first):
-    return collectives.allgather_stacked(x, counter.describe(ctx, first, "gathering a result"))
+    return _device(ctx, collectives.allgather_stacked(
+        _host(ctx, x), counter.describe(ctx, first, "gathering a result")))
 
 
 def _concat_infer(x, *, counter, first, axis):
@@ -83,8 +105,8 @@ def _concat_infer(x, *, counter, first, axis):
 
 def _concat_kernel(ctx, x, *, counter, first, axis):
     stacked = collectives.allgather_stacked(
-        x, counter.describe(ctx, first, "gathering a batched result"))
-    return np.concatenate(list(stacked), axis=axis)
+        _host(ctx, x), counter.describe(ctx, first, "gathering a batched result"))
+    return _device(ctx, np.concatenate(list(stacked), axis=axis))
 
 
 def _reduce_infer(x, *, counter, first, mean):
@@ -93,8 +115,8 @@ def _reduce_infer(x, *, counter, first, mean):
 
 def _reduce_kernel(ctx, x, *, counter, first, mean):
     what = counter.describe(ctx, first, "all-reducing a result reduced over the batch")
-    summed = collectives.allreduce_sum(x, what)
-    return summed / summed.dtype.type(state.world().size) if mean else summed
+    summed = collectives.allreduce_sum(_host(ctx, x), what)
+    return _device(ctx, summed / summed.dtype.type(state.world().size) if mean else summed)
 
 
 allreduce_start = OpDef("allreduce_start", _start_infer, _start_kernel, differentiable=False)

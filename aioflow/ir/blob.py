@@ -42,6 +42,19 @@ class Blob:
     def logical_blob_name(self) -> str:
         return self.name
 
+    def with_distribute(self, distribute) -> "Blob":
+        """OneFlow's layout hint (``flow.distribute.split(axis)``...): checked, and the
+        blob itself returned, since aioflow keeps values whole on each device."""
+        from ..distribute import assert_is_valid_distribute
+        assert_is_valid_distribute(distribute, "Blob.with_distribute")
+        return self
+
+    @property
+    def op_name(self) -> str:
+        """The name of the op that made this blob (OneFlow's ``blob.op_name``): its
+        namespace prefix included."""
+        return self.name if self.producer is None else self.producer.name
+
     @property
     def is_dynamic(self) -> bool:
         """OneFlow's flag: the shape follows a dynamic (mirrored) input, or is

@@ -59,6 +59,10 @@ class Graph:
         self.device = "default"  # flow.scope.placement sets "cpu" or "gpu" (backends/)
         self.name_scope: list[str] = []
         self.variable_blobs: dict[str, Blob] = {}
+        # get_variable's ``trainable`` as this job declared it: in OneFlow each job's
+        # variable op carries its own flag (DCGAN trains the generator in one job and the
+        # discriminator in the other, over the same variables).
+        self.variable_trainable: dict[str, bool] = {}
         self.new_variables: list[str] = []  # declared for the first time by this trace
         self.legacy_losses: list[Blob] = []  # flow.losses.add_loss (old API)
         self.config = None  # the job's FunctionConfig
@@ -98,12 +102,20 @@ class Graph:
         self.placeholder_names[blob.id] = name
         return blob
 
+    def namespace_prefix(self) -> str:
+        """``"a-b-"`` inside ``flow.scope.namespace("a")`` and ``("b")``, else ``""``: what
+        OneFlow puts before every op and variable name created there (its
+        ``GetJobNameScopePrefix``), so two namespaces never share a name."""
+        return "".join(f"{scope}-" for scope in self.name_scope)
+
     def unique_name(self, base: str) -> str:
-        """``base`` the first time, then ``base_1``, ``base_2``... within this graph."""
-        prefix = "-".join(self.name_scope + [base]) if self.name_scope else base
-        count = self._name_counts.get(prefix, 0)
-        self._name_counts[prefix] = count + 1
-        return prefix if count == 0 else f"{prefix}_{count}"
+        """``base`` the first time, then ``base_1``, ``base_2``... within the current
+        namespace of this graph; without the namespace prefix, which ``add_node`` and
+        ``get_variable`` put before every name they are given."""
+        key = self.namespace_prefix() + base
+        count = self._name_counts.get(key, 0)
+        self._name_counts[key] = count + 1
+        return base if count == 0 else f"{base}_{count}"
 
     def add_node(self, op, inputs: Sequence[Blob], attrs: dict[str, Any], name: str | None,
                  out_specs: Sequence[tuple]) -> OpNode:
@@ -115,7 +127,9 @@ class Graph:
                     f"op {op.name}: input {blob.name} belongs to another job's graph; Blobs "
                     "cannot cross job functions"
                 )
-        node = OpNode(op, name or self.unique_name(op.name), inputs, attrs, self.device)
+        # An explicit name gets the namespace prefix too, as OneFlow's user ops did.
+        name = self.namespace_prefix() + (name or self.unique_name(op.name))
+        node = OpNode(op, name, inputs, attrs, self.device)
         node.outputs = tuple(
             self.new_blob(shape, dtype, node, i) for i, (shape, dtype) in enumerate(out_specs)
         )

@@ -14,6 +14,7 @@ Layouts: ``col[n, g, (c, i, j), (oh, ow)]`` with ``c`` a channel of group ``g``;
 from __future__ import annotations
 
 from .conv import _Geom, _im2col, _array_module
+from .matmul_dispatch import matmul
 
 __all__ = ["forward", "backward_data", "backward_filter"]
 
@@ -27,7 +28,7 @@ def forward(x, w, strides, pads, dilations, groups):
     xp = _array_module(x)
     g = _Geom(x.shape, w.shape, strides, pads, dilations, groups)
     w3 = xp.ascontiguousarray(w).reshape(g.G, g.Og, g.Cg * g.kh * g.kw)
-    y = xp.matmul(w3, _columns(xp, x, g))                   # (N, G, Og, L)
+    y = matmul(xp, w3, _columns(xp, x, g))                 # (N, G, Og, L)
     return y.reshape(g.N, g.O, g.OH, g.OW)
 
 
@@ -35,7 +36,7 @@ def backward_filter(dy, x, w_shape, strides, pads, dilations, groups):
     xp = _array_module(dy)
     g = _Geom(x.shape, w_shape, strides, pads, dilations, groups)
     dy4 = xp.ascontiguousarray(dy).reshape(g.N, g.G, g.Og, g.OH * g.OW)
-    per_image = xp.matmul(dy4, _columns(xp, x, g).transpose(0, 1, 3, 2))  # (N, G, Og, K)
+    per_image = matmul(xp, dy4, _columns(xp, x, g).transpose(0, 1, 3, 2))  # (N, G, Og, K)
     return per_image.sum(axis=0).reshape(tuple(int(s) for s in w_shape))
 
 
@@ -44,7 +45,7 @@ def backward_data(dy, w, x_shape, strides, pads, dilations, groups):
     g = _Geom(x_shape, w.shape, strides, pads, dilations, groups)
     w3 = xp.ascontiguousarray(w).reshape(g.G, g.Og, g.Cg * g.kh * g.kw)
     dy4 = xp.ascontiguousarray(dy).reshape(g.N, g.G, g.Og, g.OH * g.OW)
-    dcol = xp.matmul(w3.transpose(0, 2, 1), dy4)           # (N, G, K, L)
+    dcol = matmul(xp, w3.transpose(0, 2, 1), dy4)         # (N, G, K, L)
     dcol = dcol.reshape(g.N, g.C, g.kh, g.kw, g.OH, g.OW)
     Hp, Wp = g.H + g.pt + g.pb, g.W + g.pl + g.pr
     dxpad = xp.zeros((g.N, g.C, Hp, Wp), dy.dtype)

@@ -225,9 +225,17 @@ def conv2d_transpose(value=None, filter=None, output_shape=None, strides=None,  
         raise ValueError(f"{op_name}: output_shape must give 4 sizes, got {output_shape!r}")
     out = [int(v) for v in output_shape]
     out_hw, out_c = (out[1:3], out[3]) if last else (out[2:], out[1])
-    if out[0] != x.shape[0] or out_c != w.shape[1]:
+    if out[0] != x.shape[0]:
         raise ValueError(f"{op_name}: output_shape {tuple(out)} must keep the batch "
-                         f"{x.shape[0]} and have the filters' {w.shape[1]} channels")
+                         f"{x.shape[0]}")
+    if out_c != w.shape[1]:
+        # OneFlow's kernel takes the channels from the filters and read only the spatial
+        # sizes of output_shape (v0.2/v0.3.0; v0.3.4 began to assert): DCGAN scripts of
+        # that era pass the input's channels there. Said once, not refused.
+        from ..session import warn_once
+        warn_once("conv2d_transpose-channels", f"{op_name}: output_shape {tuple(out)} has "
+                  f"{out_c} channels, the filters make {w.shape[1]}; the output has "
+                  f"{w.shape[1]} (OneFlow's kernel reads only output_shape's spatial sizes)")
     mode = str(padding).upper()
     if mode not in ("VALID", "SAME"):
         raise ValueError(f"{op_name}: padding must be 'SAME' or 'VALID', got {padding!r}")

@@ -8,7 +8,7 @@ from . import unique  # noqa: F401 - flow.experimental.unique_with_counts and fr
 from . import tensor_buffer  # noqa: F401 - tensor buffers and tensor lists (host values)
 from . import fused  # noqa: F401 - ops the compiler fuses launches into
 from . import cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops
-from . import cupy_fused_kernels  # noqa: F401 - and for the fused ops (unverified)
+from . import cupy_fused_kernels  # noqa: F401 - and for the fused ops
 from . import cupy_capture_gemm  # noqa: F401 - products while a CUDA graph is captured
 from .registry import REGISTRY, OpDef, get, register
 

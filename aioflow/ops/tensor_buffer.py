@@ -27,10 +27,10 @@ __all__ = ["tensor_to_tensor_buffer_op", "tensor_buffer_to_tensor_op",
            "tensor_buffer_to_tensor_list_op", "tensor_list_to_tensor_buffer_op",
            "tensor_list_split_op", "object_array", "tensors_of", "check_backend"]
 
-# Host containers: the CPU and the strict test backend (which stands in for a GPU in CI).
-# The CuPy device stages and fetches numeric arrays only, so these ops have no CuPy
-# kernel yet: a job using them compiles for the CPU (docs/porting.md).
-_HOST_BACKENDS = ("numpy", "strict")
+# Backends whose devices pass host containers through: the CPU, the strict test backend
+# (which stands in for a GPU in CI) and CuPy, whose device stages an object array as it
+# is (a tensor buffer stays on the host; the dense tensors made of it go to the device).
+_HOST_BACKENDS = ("numpy", "strict", "cupy")
 
 
 def check_backend(graph, backend) -> None:

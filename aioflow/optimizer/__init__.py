@@ -131,13 +131,13 @@ class Optimizer:
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
         from ..initializers import zeros_initializer
-        from ..variables import get_variable
+        from ..variables import read_declared
         graph = current_graph()
         record = graph.session.variables[param_name]
         name = f"{param_name}-{slot}"
         graph.session.declare_variable(name, record.shape, record.dtype, zeros_initializer(),
                                        False, graph, is_state=True)
-        return get_variable(name, shape=record.shape, dtype=record.dtype, trainable=False)
+        return read_declared(name)
 
     def _selected(self, names):
         if self.variables is None:
@@ -295,16 +295,18 @@ def _legacy_optimizer(config):
                            "job's function_config")
     (kind, options), = conf.items()
     options = dict(options or {})
+    scale = config.setting("train.loss_scale_factor")   # OneFlow's old loss scale
     if kind == "naive_conf":
-        return SGD(lr, momentum=0.0)
+        return SGD(lr, momentum=0.0, loss_scale_factor=scale)
     if kind == "momentum_conf":
-        return SGD(lr, momentum=options.get("beta", 0.9))
+        return SGD(lr, momentum=options.get("beta", 0.9), loss_scale_factor=scale)
     if kind == "adam_conf":
         return Adam(lr, beta1=options.get("beta1", 0.9), beta2=options.get("beta2", 0.999),
                     epsilon=options.get("epsilon", 1e-8),
-                    do_bias_correction=options.get("do_bias_correction", False))
+                    do_bias_correction=options.get("do_bias_correction", False),
+                    loss_scale_factor=scale)
     return RMSProp(lr, decay_rate=options.get("decay_rate", 0.99),
-                   epsilon=options.get("epsilon", 1e-8))
+                   epsilon=options.get("epsilon", 1e-8), loss_scale_factor=scale)
 
 
 def train_step_name(job_name: str) -> str:
@@ -314,10 +316,12 @@ def train_step_name(job_name: str) -> str:
 def build_training(graph) -> None:
     """Append gradient and update ops for the job's optimizer target (called after tracing)."""
     if graph.train_target is not None:
-        if graph.legacy_losses:
-            raise RuntimeError(f"job {graph.name!r}: use either optimizer.minimize() or "
-                               "flow.losses.add_loss(), not both")
+        # OneFlow's minimize() adds its losses to the job's loss list, as add_loss() does:
+        # both in one job train on every loss; one blob given to both counts once.
         optimizer, losses = graph.train_target
+        seen = {loss.id for loss in losses}
+        losses = list(losses) + [x for x in graph.legacy_losses
+                                 if x.id not in seen and not seen.add(x.id)]
     elif graph.legacy_losses:
         optimizer, losses = _legacy_optimizer(graph.config), graph.legacy_losses
     else:
@@ -325,7 +329,8 @@ def build_training(graph) -> None:
                            "flow.optimizer.SGD(...).minimize(loss) (or flow.losses.add_loss) "
                            "inside it, or declare it with type='predict'")
     session = graph.session
-    names = [n for n, blob in graph.variable_blobs.items() if session.variables[n].trainable]
+    names = [n for n in graph.variable_blobs
+             if graph.variable_trainable.get(n, session.variables[n].trainable)]
     names = optimizer._selected(names)
     params = [graph.variable_blobs[n] for n in names]
 
@@ -377,12 +382,12 @@ def build_training(graph) -> None:
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)
                   if p.id in penalties and p.id not in grads]
     from ..initializers import zeros_initializer
-    from ..variables import get_variable
+    from ..variables import read_declared
     step_name = train_step_name(graph.name)
     record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
                                       False, graph, is_state=True)
     record.on_host = True   # the schedule reads it on the host: no device read per step
-    step = get_variable(step_name, shape=(), dtype=dtypes.int64, trainable=False)
+    step = read_declared(step_name)
     if isinstance(optimizer.schedule, CustomScheduler):
         lr = optimizer.schedule.rate(graph)
     else:

@@ -109,7 +109,7 @@ class DynamicLossScalePolicy(LossScalePolicy):
         from .. import dtypes
         from ..initializers import constant_initializer, zeros_initializer
         from ..ir import current_graph
-        from ..variables import get_variable
+        from ..variables import read_declared
         graph = current_graph()
         blobs = []
         for kind, dtype, init in (("LossScale", dtypes.float32,
@@ -117,7 +117,7 @@ class DynamicLossScalePolicy(LossScalePolicy):
                                   ("GoodStepCounter", dtypes.int64, zeros_initializer())):
             name = f"System-Train-{kind}-{graph.name}"
             graph.session.declare_variable(name, (), dtype, init, False, graph, is_state=True)
-            blobs.append(get_variable(name, shape=(), dtype=dtype, trainable=False))
+            blobs.append(read_declared(name))
         return blobs
 
     def _scale_as(self, blob):

@@ -87,7 +87,9 @@ def test_max_pool_kernels(gpu, ksize, strides, pads):
     want_dx = pool_kernels.max_pool2d_backward(dy, want_arg, x.shape, ksize, strides, pads)
     dx = max_pool2d_grad.kernel("cupy")(ctx, cupy.asarray(dy), arg, x_shape=x.shape,
                                         ksize=ksize, strides=strides, pads=pads)
-    np.testing.assert_allclose(dx.get(), want_dx, rtol=1e-6)
+    # Overlapping windows add several dy into one dx element; the GPU adds them in another
+    # order than the CPU loop (measured on an H200: 1.4e-6 relative, one element of 972).
+    np.testing.assert_allclose(dx.get(), want_dx, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("single, attrs", [

@@ -3,6 +3,7 @@ mapping of the captured GEMM against a numpy model of column-major GEMM, and the
 multi-tensor update sources compiled by the host's C++ compiler (with a stub for CUDA's
 thread indices) and run over every index against the generic update ops."""
 import ctypes
+import pathlib
 import re
 import shutil
 import subprocess
@@ -114,3 +115,40 @@ def test_the_generated_multi_update_source_matches_the_generic_update(single, at
     for got_row, want_row in zip(slot_arrays, expected[1]):
         for got, want in zip(got_row, want_row):
             np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((3, 4), (4, 5)),                      # no batch axis
+    ((2, 3, 4, 6), (3, 6, 5)),             # a convolution's forward: (N, G, Og, K) style
+    ((3, 4, 6), (2, 3, 6, 5)),             # weights broadcast over the images
+    ((2, 1, 4, 6), (1, 3, 6, 5)),          # both broadcast, on different axes
+    ((5, 4, 6), (6, 2)),                   # a plain matrix on the right
+])
+def test_the_captured_batched_products_compute_numpys_matmul(a_shape, b_shape):
+    """:func:`batched_plan`'s calls, run by a numpy model of cuBLAS's strided batched GEMM
+    (column-major, the operands swapped as the capture path swaps them), give ``a @ b``."""
+    from aioflow.ops.cupy_capture_gemm import batched_plan
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    out_shape, _, calls = batched_plan(a_shape, b_shape)
+    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+    flat_a, flat_b = a.ravel(), b.ravel()
+    out = np.full(int(np.prod(out_shape)), np.nan)
+    for offset_a, offset_b, offset_c, stride_a, stride_b, stride_c, count in calls:
+        for index in range(count):
+            start_a, start_b = offset_a + index * stride_a, offset_b + index * stride_b
+            start_c = offset_c + index * stride_c
+            out[start_c:start_c + m * n] = _column_major_gemm(
+                0, 0, n, m, k, flat_b[start_b:start_b + k * n], n,
+                flat_a[start_a:start_a + m * k], k, n)
+    np.testing.assert_allclose(out.reshape(out_shape), a @ b, rtol=1e-12)
+
+
+def test_the_cupy_kernel_sources_use_no_host_header_macros():
+    """NVRTC compiles CuPy's kernels without the host's headers: ``INFINITY`` in the max-pool
+    kernel failed to compile on the H200 (issue 26)."""
+    from aioflow.ops import cupy_fused_kernels, cupy_kernels
+    for module in (cupy_fused_kernels, cupy_kernels):
+        source = pathlib.Path(module.__file__).read_text()
+        found = re.findall(r"\b(INFINITY|NAN|HUGE_VALF?|FLT_MAX|DBL_MAX|M_PI)\b", source)
+        assert not found, f"{module.__name__} uses {sorted(set(found))}"

@@ -1,0 +1,1 @@
+"""OneFlow's ``oneflow.core.operator`` protobuf modules."""

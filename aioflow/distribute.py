@@ -1,0 +1,113 @@
+"""``flow.distribute``: OneFlow's distribute schemes and its older names of the views.
+
+``split(axis)``, ``broadcast()`` and ``auto()`` say how a blob or variable is laid out over
+the devices of a consistent job (``get_variable(..., distribute=flow.distribute.split(0))``,
+``blob.with_distribute(flow.distribute.broadcast())``). aioflow keeps every variable whole
+on each device and splits the batch only, so a scheme is checked and recorded, and the
+values a job computes are the ones OneFlow's would be.
+``mirrored_strategy()`` / ``consistent_strategy()`` are OneFlow's deprecated spellings of
+``flow.scope.mirrored_view()`` / ``consistent_view()``: values for
+``function_config.default_logical_view`` and context managers alike.
+
+>>> import aioflow as flow
+>>> flow.distribute.split(1)
+flow.distribute.split(axis=1)
+>>> flow.distribute.split("1")
+Traceback (most recent call last):
+...
+TypeError: flow.distribute.split: axis must be an int, got '1'
+"""
+from __future__ import annotations
+
+import warnings
+
+from .callsite import user_stacklevel
+
+__all__ = ["Distribute", "SplitDistribute", "BroadcastDistribute", "AutoDistribute", "split",
+           "broadcast", "auto", "assert_is_valid_distribute", "mirrored_strategy",
+           "consistent_strategy", "mirrored_strategy_enabled", "consistent_strategy_enabled"]
+
+
+class Distribute:
+    """A distribute scheme (OneFlow's ``oneflow_api.distribute.Distribute``)."""
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(vars(self).items())))
+
+
+class SplitDistribute(Distribute):
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def __repr__(self) -> str:
+        return f"flow.distribute.split(axis={self.axis})"
+
+
+class BroadcastDistribute(Distribute):
+    def __repr__(self) -> str:
+        return "flow.distribute.broadcast()"
+
+
+class AutoDistribute(Distribute):
+    def __repr__(self) -> str:
+        return "flow.distribute.auto()"
+
+
+def split(axis: int) -> SplitDistribute:
+    """Split along ``axis`` (an int, as OneFlow asserted)."""
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"flow.distribute.split: axis must be an int, got {axis!r}")
+    return SplitDistribute(axis)
+
+
+def broadcast() -> BroadcastDistribute:
+    """Every device holds the whole value."""
+    return BroadcastDistribute()
+
+
+def auto() -> AutoDistribute:
+    """Let the compiler choose (aioflow: whole values, the batch split)."""
+    return AutoDistribute()
+
+
+def assert_is_valid_distribute(distribute, what: str = "distribute") -> None:
+    """``TypeError`` unless ``distribute`` came from split, broadcast or auto."""
+    if not isinstance(distribute, Distribute):
+        raise TypeError(f"{what}: expected flow.distribute.split(axis), broadcast() or "
+                        f"auto(), got {distribute!r}")
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"flow.distribute.{old} is deprecated: use flow.scope.{new}",
+                  DeprecationWarning, stacklevel=user_stacklevel())
+
+
+def mirrored_strategy():
+    """Deprecated: ``flow.scope.mirrored_view()``."""
+    from .scope import mirrored_view
+    _deprecated("mirrored_strategy", "mirrored_view")
+    return mirrored_view()
+
+
+def consistent_strategy():
+    """Deprecated: ``flow.scope.consistent_view()``."""
+    from .scope import consistent_view
+    _deprecated("consistent_strategy", "consistent_view")
+    return consistent_view()
+
+
+def mirrored_strategy_enabled() -> bool:
+    """Deprecated: ``flow.scope.mirrored_view_enabled()``."""
+    from .scope import mirrored_view_enabled
+    _deprecated("mirrored_strategy_enabled", "mirrored_view_enabled")
+    return mirrored_view_enabled()
+
+
+def consistent_strategy_enabled() -> bool:
+    """Deprecated: ``flow.scope.consistent_view_enabled()``."""
+    from .scope import consistent_view_enabled
+    _deprecated("consistent_strategy_enabled", "consistent_view_enabled")
+    return consistent_view_enabled()
