@@ -52,7 +52,8 @@ class Session:
     def __init__(self):
         self.variables: dict[str, VariableRecord] = {}
         self.jobs: list = []  # JobFunction objects, in definition order
-        self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
+        # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
+        self.compiled: dict = {}
         self.rng = _random.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).
@@ -233,6 +234,12 @@ def clear_default_session() -> None:
 
 
 config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+
+
+def eager_execution_enabled() -> bool:
+    """False: aioflow runs OneFlow's lazy mode only (job functions traced and compiled),
+    so code written for both of OneFlow's modes takes its lazy path."""
+    return False
 
 
 @atexit.register

@@ -34,18 +34,50 @@ def _require_blob(value, op_name, arg):
 
 
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
-    """``params`` indexed by integer ``indices`` along ``axis`` (default 0): the output's
-    shape is ``params.shape[:axis] + indices.shape + params.shape[axis + 1:]``. An index
-    outside ``[0, params.shape[axis])`` gives zeros (OneFlow's kernel does the same).
-    The gradient adds up over repeated indices. ``batch_dims`` other than 0 is not
-    supported (``NotImplementedError``)."""
+    """``params`` indexed by integer ``indices`` along ``axis`` (default ``batch_dims``):
+    the output's shape is ``params.shape[:axis] + indices.shape + params.shape[axis + 1:]``.
+    An index outside ``[0, params.shape[axis])`` gives zeros (OneFlow's kernel does the
+    same). The gradient adds up over repeated indices.
+
+    ``batch_dims > 0`` is OneFlow's batch gather (TensorFlow's ``gather`` with that
+    ``batch_dims``): ``indices`` of shape ``params.shape[:batch_dims] + (k,)`` pick ``k``
+    entries of axis ``batch_dims`` within each batch entry; ``axis`` must then be
+    ``batch_dims`` (OneFlow: ``NotImplementedError`` above it, ``AttributeError`` below)."""
     _require_blob(params, "gather", "params")
     _require_blob(indices, "gather", "indices")
+    if axis is None:
+        axis = batch_dims
+    axis = normalize_axis("gather", int(axis), params.ndim)
     if batch_dims:
-        raise NotImplementedError("gather: batch_dims other than 0 is not supported by "
-                                  f"aioflow, got {batch_dims!r}")
-    axis = normalize_axis("gather", 0 if axis is None else int(axis), params.ndim)
+        if axis > batch_dims:
+            raise NotImplementedError(f"gather: axis ({axis}) above batch_dims "
+                                      f"({batch_dims}) is not supported, as in OneFlow")
+        if axis < batch_dims:
+            raise AttributeError(f"gather: axis ({axis}) must not be below batch_dims "
+                                 f"({batch_dims})")
+        return _batch_gather(params, indices, batch_dims, name)
     return _idx.gather_op(params, indices, axis=axis, name=name)
+
+
+def _batch_gather(params, indices, batch_dims: int, name):
+    """OneFlow's ``batch_gather``: ``out[b..., j, rest...] = params[b..., indices[b..., j],
+    rest...]`` for the ``batch_dims`` leading axes ``b...``; built as one gather over
+    params with its batch axes flattened, so its gradient is gather's."""
+    batch = params.shape[:batch_dims]
+    if indices.ndim != batch_dims + 1 or indices.shape[:-1] != batch:
+        raise ValueError(f"gather: with batch_dims={batch_dims}, indices must have shape "
+                         f"{batch} + (k,), got {indices.shape}")
+    size = params.shape[batch_dims]
+    rows = int(np.prod(batch, dtype=np.int64))
+    # each batch entry's first row in the flattened params, broadcast over the k indices
+    offsets = (np.arange(rows, dtype=np.int64) * size).reshape(batch + (1,))
+    index = cast(indices, dtypes.int64)
+    inside = math.logical_and(math.greater_equal(index, 0), math.less(index, size))
+    # an index outside [0, size) must give zeros, not a row of a neighbouring entry
+    flat_index = math._where(inside, index + constant(offsets, dtype=dtypes.int64),
+                             constant(-1, dtype=dtypes.int64, shape=indices.shape))
+    flat = reshape(params, (rows * size,) + params.shape[batch_dims + 1:])
+    return _idx.gather_op(flat, flat_index, axis=0, name=name)
 
 
 def gather_nd(params, indices, name=None):

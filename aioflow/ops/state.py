@@ -133,8 +133,9 @@ def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
 
     def update(param, m, v):
         rate = lr
-        if weight_decay:  # decoupled (AdamW): w -= lr * decay * w, not scaled by Adam's terms
-            param -= param * t(float(rate) * weight_decay)
+        if weight_decay:  # decoupled (AdamW): w -= rate * decay * w
+            param -= param * t(adamw_decay_rate(rate, step, beta1, beta2, do_bias_correction)
+                               * weight_decay)
         m *= t(beta1)
         m += grad * t(1 - beta1)
         v *= t(beta2)
@@ -149,6 +150,17 @@ def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
             delta = m / (xp.sqrt(v) + t(epsilon))
         param -= delta * t(rate)
     _guarded(ctx, flag, [param, m, v], update)
+
+
+def adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) -> float:
+    """The rate of AdamW's decoupled decay (``w -= rate * weight_decay * w``, not scaled by
+    Adam's moments): OneFlow's, the rate its adam kernel applies to the whole step, so
+    with bias correction ``lr * sqrt(1 - b2^t) / (1 - b1^t)`` (``t`` = step + 1)."""
+    rate = float(lr)
+    if do_bias_correction:
+        n = float(step) + 1.0
+        rate *= (1 - beta2 ** n) ** 0.5 / (1 - beta1 ** n)
+    return rate
 
 
 @_update("rmsprop_update")
