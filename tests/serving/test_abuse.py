@@ -188,7 +188,7 @@ async def test_json_bombs_are_refused_without_blocking_the_loop(checkpoint):
 def server(checkpoint, tmp_path_factory):
     process = ServerProcess(checkpoint, tmp_path_factory.mktemp("abuse") / "server.log",
                             "--log-level", "info", "--header-timeout", "1",
-                            "--body-timeout", "1", "--limit-concurrency", "200",
+                            "--body-timeout", "1", "--max-connections", "200",
                             "--max-body-bytes", "1000000")
     try:
         process.wait_healthy()
