@@ -13,7 +13,7 @@ This module only re-exports; each name lives in the module named in its docstrin
 """
 from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
                math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
-from . import linalg, quantization, system
+from . import experimental, linalg, quantization, system
 from . import image
 from .image import Resize as image_resize
 from . import distribute   # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
@@ -53,7 +53,7 @@ from .oneflow_ops.scatter_api import (scatter_nd, slice_update, slice_v2, tensor
                                       tensor_scatter_nd_update, unsorted_batch_segment_sum,
                                       unsorted_segment_sum, unsorted_segment_sum_like)
 from .oneflow_ops.view_ops import amp_white_identity, cast_to_current_logical_view, parallel_cast
-from .session import clear_default_session, sync_default_session
+from .session import clear_default_session, eager_execution_enabled, sync_default_session
 from .typing import PlaceholderSpec
 from . import summary   # callable: flow.summary(job) is model_summary.summary
 from .variables import get_variable
@@ -95,5 +95,6 @@ fixed_placement = scope.fixed_placement
 device_prior_placement = scope.device_prior_placement
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
 BlobDef = Blob
+from .ir.blob_facts import INVALID_BATCH_AXIS  # noqa: E402 - OneFlow's constant
 
 __all__ = [name for name in dir() if not name.startswith("_")]

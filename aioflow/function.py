@@ -21,12 +21,13 @@ graph double(x: float32[2]) {
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import time
 
 import numpy as np
 
-from . import backends, config, distributed, dynamic_shapes
+from . import backends, config, distributed, dynamic_inputs, dynamic_shapes
 from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
 from .compiler import compile as compile_graph
@@ -84,6 +85,8 @@ class JobFunction:
         self.config = config
         self.parameters = read_parameters(fn)
         self.return_spec = read_return(fn)
+        # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py)
+        self.dynamic_leaves = dynamic_inputs.dynamic_leaves(self.parameters)
         self.__name__ = fn.__name__
         functools.update_wrapper(self, fn)
         session_mod.default_session().register_job(self)
@@ -92,22 +95,36 @@ class JobFunction:
         return f"<aioflow job {self.__name__} ({self.job_type})>"
 
     # -- compilation -----------------------------------------------------------------------
-    def compiled_for(self, session) -> "CompiledJob":
-        compiled = session.compiled.get(id(self))
+    def compiled_for(self, session, dynamic_shapes: tuple | None = None) -> "CompiledJob":
+        """The job compiled in ``session``: as declared, or (``dynamic_shapes``) the
+        variant traced for those actual shapes of its dynamic arguments, compiled on its
+        own (the declared shapes need not make a valid job: OneFlow checks ops on the
+        actual ones)."""
+        key = id(self) if dynamic_shapes is None else (id(self), dynamic_shapes)
+        compiled = session.compiled.get(key)
         if compiled is None:
             with session.lock:
-                compiled = session.compiled.get(id(self))
+                compiled = session.compiled.get(key)
                 if compiled is None:
                     session.register_job(self)
                     try:
-                        compiled = CompiledJob(self, session)
+                        compiled = CompiledJob(self, session, dynamic_shapes)
+                    except (ValueError, TypeError) as exc:
+                        if dynamic_shapes is None:
+                            self._forget(session)
+                            raise
+                        raise dynamic_inputs.VariantError.wrap(
+                            self.__name__, self.dynamic_leaves, dynamic_shapes, exc) from exc
                     except BaseException:
-                        # A job that fails to trace must not break checkpoint calls that
-                        # compile every job; it raises again at its own next call.
-                        session.jobs = [j for j in session.jobs if j is not self]
+                        self._forget(session)
                         raise
-                    session.compiled[id(self)] = compiled
+                    session.compiled[key] = compiled
         return compiled
+
+    def _forget(self, session) -> None:
+        # A job that fails to trace must not break checkpoint calls that compile every
+        # job; it raises again at its own next call.
+        session.jobs = [j for j in session.jobs if j is not self]
 
     @property
     def graph(self) -> Graph:
@@ -146,7 +163,11 @@ class JobFunction:
                     private = known.private_copy
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private)
-        compiled = self.compiled_for(session)
+        # dynamic arguments of other shapes than declared: the job traced for them
+        # (dynamic_inputs.py)
+        shapes = (dynamic_inputs.variant_key(self.dynamic_leaves, arrays)
+                  if self.dynamic_leaves else None)
+        compiled = self.compiled_for(session, shapes)
         if compiled.label_checks or compiled.dense_list_checks:
             compiled.check_inputs(arrays)
         return call_job(self, compiled, arrays, copied=bool(private))
@@ -172,6 +193,8 @@ LOOP_STEP_BYTES = 64 << 10
 # (CompiledJob.delivers_here).
 _CALLBACK_TIME_WEIGHT = 0.25
 RECENT_STEPS = 9   # step_seconds: the median of this many measured steps
+# private_copy: values up to this size get a plain copy, not a staging-ring buffer
+SMALL_COPY_BYTES = 64 << 10
 AWAY_STEPS = 20   # fits_inline: a caller gone this many steps' time runs its next step here
 
 
@@ -179,9 +202,12 @@ class CompiledJob:
     """A job traced in one session and compiled for one backend: its graph, its plan,
     and what a step needs to run the plan there."""
 
-    def __init__(self, job: JobFunction, session):
+    def __init__(self, job: JobFunction, session, dynamic_shapes: tuple | None = None):
         self.job = job
         self.session = session
+        # the actual shapes of the dynamic arguments this variant was traced for (None:
+        # as declared)
+        self.dynamic_shapes = dynamic_shapes
         graph = Graph(job.__name__)
         graph.session = session
         graph.job_type = job.job_type
@@ -246,8 +272,16 @@ class CompiledJob:
     def _trace(self, graph: Graph) -> None:
         job = self.job
         args, kwargs = [], {}
+        # the shape each placeholder leaf is traced with: the declared one, or for a
+        # variant the dynamic arguments' actual shapes
+        overrides = {}
+        if self.dynamic_shapes is not None:
+            overrides = {index: shape for (index, _, _), shape
+                         in zip(job.dynamic_leaves, self.dynamic_shapes)}
+        leaf = iter(range(1 << 30))
         for param in job.parameters:
-            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__)
+            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__,
+                                      lambda: overrides.get(next(leaf)))
             if param.positional:
                 args.append(blobs)
             else:
@@ -298,9 +332,17 @@ class CompiledJob:
 
     def private_copy(self, value):
         """A private copy of a call's argument: into the device's staging ring where it has
-        one (so staging does not copy it again), else a plain numpy copy."""
+        one (so staging does not copy it again), else a plain numpy copy.
+
+        A small value (at most ``SMALL_COPY_BYTES``) gets a plain copy even on a device:
+        lending a ring buffer (a lock, a weak reference, often a fresh allocation) cost
+        30-90 us of the caller's thread against ~2 us for the copy, and where a hundred
+        awaited calls start at once that is the event loop's time (issue 29); staging then
+        copies it into the ring on the compute thread, off the loop."""
         copier = getattr(self.backend.device, "private_copy", None)
-        return copier(value) if copier is not None else np.array(value, order="C", copy=True)
+        if copier is None or getattr(value, "nbytes", SMALL_COPY_BYTES + 1) <= SMALL_COPY_BYTES:
+            return np.array(value, order="C", copy=True)
+        return copier(value)
 
     @property
     def fits_on_loop(self) -> bool:
@@ -440,11 +482,19 @@ def _dense_list_checks(graph: Graph) -> list[tuple[int, str, str, tuple]]:
     return list(checks.values())
 
 
-def _placeholders_for(graph, spec, name, job_name):
+def _placeholders_for(graph, spec, name, job_name, next_shape):
+    """The placeholder Blob(s) of a parameter; ``next_shape()`` gives, leaf by leaf, the
+    shape to trace a dynamic leaf with (None: the declared one)."""
     if isinstance(spec, tuple):
-        return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name)
+        return tuple(_placeholders_for(graph, s, f"{name}_{i}", job_name, next_shape)
                      for i, s in enumerate(spec))
-    blob = distributed.views.add_placeholder(graph, spec, name, job_name)
+    shape = next_shape()
+    traced = spec if shape is None else dataclasses.replace(spec, shape=shape)
+    blob = distributed.views.add_placeholder(graph, traced, name, job_name)
+    graph.batch_axes[blob.id] = (None if spec.batch_axis is None
+                                 else spec.batch_axis % max(len(spec.shape), 1))
+    if dynamic_inputs.is_dynamic_spec(spec):
+        graph.dynamic_inputs.add(blob.id)
     if spec.kind == "list_list_numpy":   # may be given a tensor list (inputs.py)
         graph.tensor_list_inputs.add(blob.id)
     return blob

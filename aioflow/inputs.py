@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 
 from .distributed.views import rank_part
+from .dynamic_inputs import fits_dynamic, is_dynamic_spec
 from .typing import PlaceholderSpec
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
@@ -91,8 +92,17 @@ def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private, finite
     want = spec.dtype.numpy
     what = f"{fn_name}() argument {name!r}"
     if value.shape != spec.shape:
-        raise ValueError(f"{what}: expected {spec.describe()}, got "
-                         f"{value.dtype} array of shape {value.shape}")
+        if is_dynamic_spec(spec):
+            # OneFlow's mirrored placeholders are dynamic: smaller arrays are taken too
+            if not fits_dynamic(spec, value.shape):
+                raise ValueError(
+                    f"{what}: expected {spec.describe()} or smaller (a mirrored "
+                    f"placeholder takes {len(spec.shape)} axes and at most "
+                    f"{int(np.prod(spec.shape))} elements), got {value.dtype} array of shape "
+                    f"{value.shape}")
+        else:
+            raise ValueError(f"{what}: expected {spec.describe()}, got "
+                             f"{value.dtype} array of shape {value.shape}")
     # The same type in the other byte order converts exactly (e.g. '>f4' from a file).
     native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
     if native != want:

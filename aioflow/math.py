@@ -153,9 +153,14 @@ def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
 
 
 def argmax(input, axis=-1, name=None):  # noqa: A002 - OneFlow's name
-    """Index of the largest value along ``axis`` (int32)."""
+    """Index of the largest value along ``axis`` (int32). Of a 1-d input the result has
+    shape (1,), not 0-d: OneFlow's argmax op never makes a 0-d blob."""
     from .ops.registry import normalize_axis
-    return _red.argmax_op(input, axis=normalize_axis("argmax", axis, input.ndim), name=name)
+    axis = normalize_axis("argmax", axis, input.ndim)
+    if input.ndim == 1:
+        from .oneflow_ops.ops_api import reshape
+        return reshape(_red.argmax_op(input, axis=axis), (1,), name=name)
+    return _red.argmax_op(input, axis=axis, name=name)
 
 
 def squared_difference(x, y, name=None):
@@ -347,18 +352,27 @@ def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - OneFlow's names
     return _shape.slice_op(order, index=index, name=name)
 
 
+_FLOAT32_MAX = 3.4028234663852886e38   # numpy.finfo(numpy.float32).max
+
+
 def in_top_k(targets, predictions, k, name=None):
     """1 (int8) where ``targets[i]`` is among the ``k`` largest of ``predictions[i]``:
-    the count of predictions larger than the target's is below ``k``."""
+    the count of predictions larger than the target's is below ``k``. As OneFlow's (and
+    TensorFlow's) kernel, 0 where it cannot say: a target beyond the classes, or a row
+    holding a non-finite prediction."""
     from .ops import indexing
     if predictions.ndim != 2 or targets.shape != predictions.shape[:1]:
         raise ValueError(f"in_top_k: predictions must be 2-d and targets 1-d of its batch "
                          f"size, got {predictions.shape} and {targets.shape}")
     from .oneflow_ops.ops_api import expand_dims as _expand, cast as _cast
-    picked = indexing.take_along_axis_op(predictions, _expand(_cast(targets, "int64"), 1),
-                                         axis=1)
+    classes = predictions.shape[1]
+    index = minimum(_cast(targets, "int64"), classes - 1)   # in range; refused below
+    picked = indexing.take_along_axis_op(predictions, _expand(index, 1), axis=1)
     above = reduce_sum(_cast(greater(predictions, picked), "int32"), axis=1)
-    return less(above, k, name=name)
+    # |x| <= max is False for inf and NaN alike, without an invalid-value warning
+    finite = reduce_sum(_cast(less_equal(abs(predictions), _FLOAT32_MAX), "int32"), axis=1)
+    can_say = logical_and(equal(finite, classes), less(_cast(targets, "int64"), classes))
+    return logical_and(less(above, k), can_say, name=name)
 
 
 import builtins as _builtins  # noqa: E402

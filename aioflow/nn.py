@@ -57,8 +57,11 @@ def gelu(x, name=None):
 
 
 def leaky_relu(x, alpha=0.2, name=None):
+    """``x`` where ``x > 0``, else ``alpha * x``, for any ``alpha`` (OneFlow's kernel);
+    not ``max(x, alpha * x)``, which differs once ``alpha > 1``. The gradient is 1 where
+    ``x > 0``, else ``alpha``."""
     from . import math
-    return math.maximum(x, x * alpha, name=name)
+    return math._where(math.greater(x, 0.0), x, x * alpha, name=name)
 
 
 def softmax(logits, axis=None, name=None):
@@ -179,46 +182,82 @@ def resolve_padding(padding, in_hw, kernel_hw, strides, dilations, op_name):
     return tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in pads)
 
 
-def _check_nchw(data_format, op_name):
-    if data_format.upper() not in ("NCHW", "CHANNELS_FIRST"):
-        raise ValueError(f"{op_name}: only data_format='NCHW' is supported, got "
-                         f"{data_format!r}")
+def _is_nhwc(data_format, op_name) -> bool:
+    """True for "NHWC" (channels last), False for "NCHW"; ValueError for anything else."""
+    fmt = str(data_format).upper()
+    if fmt in ("NCHW", "CHANNELS_FIRST"):
+        return False
+    if fmt in ("NHWC", "CHANNELS_LAST"):
+        return True
+    raise ValueError(f"{op_name}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
+
+
+# NHWC runs as NCHW between two transposes (the kernels are NCHW's); explicit 4-entry
+# padding given in NHWC's axis order is put in NCHW's.
+_NHWC_TO_NCHW, _NCHW_TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+
+
+def _nchw_padding(padding, nhwc: bool):
+    if nhwc and not isinstance(padding, str) and len(padding) == 4:
+        return [padding[i] for i in _NHWC_TO_NCHW]
+    return padding
+
+
+def _transposed(blob, perm, name=None):
+    from .oneflow_ops.ops_api import transpose
+    return transpose(blob, perm=list(perm), name=name)
 
 
 def conv2d(input, filters, strides=1, padding="VALID", data_format="NCHW", dilations=1,
            groups=1, name=None):  # noqa: A002 - OneFlow's name
-    """2-d convolution of NCHW ``input`` with OIHW ``filters``."""
-    _check_nchw(data_format, "conv2d")
+    """2-d convolution of NCHW ``input`` with OIHW ``filters``; with ``data_format="NHWC"``
+    of NHWC ``input`` with OHWI ``filters`` (out, kh, kw, in/groups), as OneFlow's."""
+    nhwc = _is_nhwc(data_format, "conv2d")
+    if input.ndim != 4 or filters.ndim != 4:
+        raise ValueError(f"conv2d: input and filters must be 4-d, got shapes {input.shape} "
+                         f"and {filters.shape}")
+    if nhwc:
+        input, filters = _transposed(input, _NHWC_TO_NCHW), _transposed(filters, _NHWC_TO_NCHW)
     strides = _pair(strides, "strides", "conv2d")
     dilations = _pair(dilations, "dilations", "conv2d")
-    pads = resolve_padding(padding, input.shape[2:], filters.shape[2:], strides, dilations,
-                           "conv2d")
-    return _conv.conv2d_op(input, filters, strides=strides, pads=pads, dilations=dilations,
-                           groups=int(groups), name=name)
+    pads = resolve_padding(_nchw_padding(padding, nhwc), input.shape[2:], filters.shape[2:],
+                           strides, dilations, "conv2d")
+    out = _conv.conv2d_op(input, filters, strides=strides, pads=pads, dilations=dilations,
+                          groups=int(groups), name=None if nhwc else name)
+    return _transposed(out, _NCHW_TO_NHWC, name) if nhwc else out
 
 
-def _pool_geometry(input, ksize, strides, padding, data_format, op_name):
-    _check_nchw(data_format, op_name)
+def _pool_geometry(input, ksize, strides, padding, nhwc, op_name):
     if input.ndim != 4:
-        raise ValueError(f"{op_name}: input must be 4-d NCHW, got shape {input.shape}")
+        raise ValueError(f"{op_name}: input must be 4-d, got shape {input.shape}")
     ksize = _pair(ksize, "ksize", op_name)
     strides = _pair(strides, "strides", op_name)
-    pads = resolve_padding(padding, input.shape[2:], ksize, strides, (1, 1), op_name)
+    spatial = input.shape[1:3] if nhwc else input.shape[2:]
+    pads = resolve_padding(_nchw_padding(padding, nhwc), spatial, ksize, strides, (1, 1),
+                           op_name)
     return dict(ksize=ksize, strides=strides, pads=pads)
 
 
+def _pool2d(pool, input, ksize, strides, padding, data_format, name, op_name):
+    """``pool(nchw_input, **geometry)`` (its first output), in ``data_format``."""
+    nhwc = _is_nhwc(data_format, op_name)
+    geometry = _pool_geometry(input, ksize, strides, padding, nhwc, op_name)
+    x = _transposed(input, _NHWC_TO_NCHW) if nhwc else input
+    y = pool(x, name=None if nhwc else name, **geometry)
+    y = y[0] if isinstance(y, (tuple, list)) else y
+    return _transposed(y, _NCHW_TO_NHWC, name) if nhwc else y
+
+
 def max_pool2d(input, ksize, strides, padding, data_format="NCHW", name=None):  # noqa: A002
-    """Max pooling over ``ksize`` windows."""
-    y, _argmax = _conv.max_pool2d_op(
-        input, name=name, **_pool_geometry(input, ksize, strides, padding, data_format,
-                                           "max_pool2d"))
-    return y
+    """Max pooling over ``ksize`` windows (NCHW, or NHWC)."""
+    return _pool2d(_conv.max_pool2d_op, input, ksize, strides, padding, data_format, name,
+                   "max_pool2d")
 
 
 def avg_pool2d(input, ksize, strides, padding, data_format="NCHW", name=None):  # noqa: A002
-    """Average pooling; padded positions are not counted."""
-    return _conv.avg_pool2d_op(input, name=name, **_pool_geometry(
-        input, ksize, strides, padding, data_format, "avg_pool2d"))
+    """Average pooling (NCHW, or NHWC); padded positions are not counted."""
+    return _pool2d(_conv.avg_pool2d_op, input, ksize, strides, padding, data_format, name,
+                   "avg_pool2d")
 
 
 def l2_loss(t, name=None):

@@ -36,6 +36,8 @@ import time
 
 __all__ = ["TrainingLog", "plot"]
 
+_ESTIMATE_AFTER = 5   # steps timed before the plain lines announce the expected duration
+
 
 def _clock(seconds: float) -> str:
     if not math.isfinite(seconds):
@@ -106,13 +108,41 @@ class TrainingLog:
             self._bar.set_postfix(epoch=f"{self.epoch + 1}/{self.epochs}",
                                   loss=f"{self.last_loss:.4f}", refresh=False)
             self._bar.update(1)
-        elif self.done % self._plain_every == 0 or self.done == self.total:
-            rate = self.done / elapsed if elapsed > 0 else float("inf")
+        else:
+            self._plain_line(elapsed)
+
+    def _plain_line(self, elapsed: float) -> None:
+        rate = self.done / elapsed if elapsed > 0 else float("inf")
+        if self.done == _ESTIMATE_AFTER < self.total:
+            # A long run says early how long it will take, before the first progress line
+            # (a tenth of an epoch may be a minute away).
+            print(f"expected duration: about {_clock(self.total / rate)} for {self.total} "
+                  f"steps ({rate:.1f} steps/s over the first {self.done})",
+                  file=self.stream, flush=True)
+        if self.done % self._plain_every == 0 or self.done == self.total:
             eta = (self.total - self.done) / rate if rate > 0 else float("nan")
             in_epoch = self.done - self.epoch * self.steps_per_epoch
             print(f"epoch {self.epoch + 1}/{self.epochs}  step {in_epoch}/{self.steps_per_epoch}"
                   f"  loss {self.last_loss:.4f}  {rate:.1f} steps/s  ETA {_clock(eta)}",
                   file=self.stream, flush=True)
+
+    def write(self, line: str, file=None) -> None:
+        """Print ``line`` (default to ``sys.stdout``) without breaking the progress display:
+        above the bar when one is drawn (``tqdm.write``), else as a plain line. A script's
+        own results go through here, so a terminal shows one display, not two interleaved.
+
+        >>> import io
+        >>> out = io.StringIO()
+        >>> with TrainingLog(steps_per_epoch=2, stream=io.StringIO()) as log:
+        ...     log.write("epoch 1/1  test accuracy 90.0%", file=out)
+        >>> out.getvalue().splitlines()
+        ['epoch 1/1  test accuracy 90.0%']
+        """
+        file = sys.stdout if file is None else file
+        if self._bar is not None:
+            self._bar.write(line, file=file)
+        else:
+            print(line, file=file, flush=True)
 
     def epoch_end(self, accuracy=None) -> None:
         """Close an epoch, logging its test ``accuracy`` (a fraction) if given."""

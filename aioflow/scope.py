@@ -66,7 +66,10 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
     device = "cpu"
     if device_tag != "cpu":
         device = "gpu"
-        why = None if backends.simulating() else backends.gpu_unusable_reason()
+        # No warning where the user chose the device: a simulated GPU serves the placement,
+        # or AIOFLOW_DEVICE=cpu asked for the CPU (gpu without one is an error elsewhere).
+        chosen = backends.simulating() or backends.device_override() is not None
+        why = None if chosen else backends.gpu_unusable_reason()
         if why is not None:
             warn_once("no-gpu", f"flow.scope.placement({device_tag!r}): no usable GPU here "
                       f"({why}); running on the CPU instead")

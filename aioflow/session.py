@@ -52,7 +52,8 @@ class Session:
     def __init__(self):
         self.variables: dict[str, VariableRecord] = {}
         self.jobs: list = []  # JobFunction objects, in definition order
-        self.compiled: dict[int, object] = {}  # id(JobFunction) -> CompiledJob
+        # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
+        self.compiled: dict = {}
         self.rng = _random.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).
@@ -63,6 +64,8 @@ class Session:
         self.pending_errors: list[BaseException] = []
         # Train steps skipped by the non-finite guard, by job name (step_guard.py).
         self.skipped_steps: dict[str, int] = {}
+        # Guarded train steps run, by job name: the call a skip warning names.
+        self.guarded_calls: dict[str, int] = {}
         self._pipeline = None
         self._pipeline_depth = config.get("pipeline_depth")
 
@@ -111,7 +114,10 @@ class Session:
                 raise ValueError(
                     f"variable {name!r} already exists as {record.describe()}; this "
                     f"declaration asks for {dtype.name}{list(shape)}. Variables are shared by "
-                    "name across jobs: use another name for a different variable")
+                    "name across jobs: use another name for a different variable. In a test "
+                    "suite, start each test from an empty session: the `flow_session` "
+                    "fixture (pytest_plugins = [\"aioflow.testing\"]) or "
+                    "flow.clear_default_session()")
             return record
         record = VariableRecord(name, shape, dtype, initializer, trainable, is_state)
         self.variables[name] = record
@@ -228,6 +234,12 @@ def clear_default_session() -> None:
 
 
 config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+
+
+def eager_execution_enabled() -> bool:
+    """False: aioflow runs OneFlow's lazy mode only (job functions traced and compiled),
+    so code written for both of OneFlow's modes takes its lazy path."""
+    return False
 
 
 @atexit.register

@@ -23,7 +23,12 @@ LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "
 class LegacyBlob(np.ndarray):
     """An ndarray that also answers OneFlow's old ``.ndarray()`` / ``.numpy()`` calls."""
 
-    def ndarray(self) -> np.ndarray:
+    def ndarray(self, parallel_id: int | None = None) -> np.ndarray:
+        """The array; ``parallel_id`` (OneFlow's device index of a mirrored value) may be
+        0, the one device here."""
+        if parallel_id not in (None, 0):
+            raise IndexError(f"numpy(parallel_id={parallel_id!r}): the value has one device "
+                             "part, parallel_id 0")
         return self.view(np.ndarray)
 
     numpy = ndarray

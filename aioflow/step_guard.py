@@ -1,9 +1,11 @@
 """Reporting train steps skipped by the non-finite guard (see :mod:`aioflow.ops.state`).
 
-A train step whose loss or gradients hold NaN or infinity applies no update: variables,
+A train step whose loss or gradients hold NaN or infinity, or values whose squares
+overflow (so that the step could write infinity), applies no update: variables,
 optimizer slots, batch normalization statistics and the step counter keep their values.
-The first skip of a job in a session warns (:class:`NonFiniteStepWarning`, naming the job
-and its step counter); every skip is counted in :func:`skipped_steps`.
+The first skip of a job in a session warns (:class:`NonFiniteStepWarning`, naming the job,
+the call that brought the batch and the step counter); every skip is counted in
+:func:`skipped_steps`.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
 >>> flow.clear_default_session()
@@ -18,7 +20,7 @@ and its step counter); every skip is counted in :func:`skipped_steps`.
 ...     warnings.simplefilter("always")
 ...     _ = fit(np.array([1.0, 500.0], np.float32))     # exp overflows: loss is inf
 >>> print(caught[0].message)  # doctest: +ELLIPSIS
-train job 'fit': non-finite loss or gradients at step 0; no update applied...
+train job 'fit': the batch of call 1 of this job in this session gave non-finite loss or gradients ... at step 0; no update applied...
 >>> flow.train.skipped_steps(fit), flow.get_all_variables()["w"].tolist()
 (1, [1.0, 1.0])
 """
@@ -36,20 +38,24 @@ class NonFiniteStepWarning(RuntimeWarning):
     """A train step's loss or gradients were not finite; it applied no update."""
 
 
-def note_skipped(session, job: str, step: int, warn: bool = True) -> None:
+def note_skipped(session, job: str, step: int, warn: bool = True,
+                 call: int | None = None) -> None:
     """Count a skipped step of ``job`` (called by the step counter's increment); ``warn``
     False for jobs whose skips are part of the plan (a dynamic loss scale shrinking after
-    an overflow), which are only counted and logged."""
+    an overflow), which are only counted and logged. ``call``: which call of the job in
+    this session brought the bad batch (1 for the first)."""
     count = session.skipped_steps.get(job, 0) + 1
     session.skipped_steps[job] = count
-    log.debug("aioflow: train job %r skipped a step with non-finite loss or gradients "
-              "(step counter %d, %d skipped so far)", job, step, count)
+    batch = f"the batch of call {call} of this job in this session" if call else "a batch"
+    log.debug("aioflow: train job %r skipped a step with non-finite loss or gradients: %s "
+              "(step counter %d, %d skipped so far)", job, batch, step, count)
     if count == 1 and warn:
         warnings.warn(
-            f"train job {job!r}: non-finite loss or gradients at step {step}; no update "
-            "applied (variables, optimizer state and the step counter are unchanged). "
-            "Later skips of this job are only counted: "
-            f"flow.train.skipped_steps({job})", NonFiniteStepWarning, stacklevel=2)
+            f"train job {job!r}: {batch} gave non-finite loss or gradients (NaN, infinity, "
+            f"or values whose squares overflow) at step {step}; no update applied "
+            "(variables, optimizer state and the step counter are unchanged). Later skips "
+            f"of this job are only counted: flow.train.skipped_steps({job})",
+            NonFiniteStepWarning, stacklevel=2)
 
 
 def skipped_steps(job) -> int:

@@ -12,8 +12,8 @@
 # cannot run. Stages, in order:
 #   env       nvidia-smi and the versions, so the figures name their device
 #   gpu_tests pytest -m gpu (CuPy backend, fusion, CUDA graphs, 2-rank CuPy, COCO on CuPy)
-#   matrix    the op matrix, training, checkpoint, result-form, example tests, every job on
-#             the GPU (AIOFLOW_DEVICE=gpu)
+#   matrix    the op matrix, training, checkpoint, result-form, example and seed-script
+#             tests, every job on the GPU (AIOFLOW_DEVICE=gpu)
 #   parity    benchmarks/gpu_parity.py: numpy vs CuPy, MLP and LeNet, 10 and 30 steps
 #   depth     benchmarks/pipeline_depth.py --device gpu (images/s at depth 1-3, GPU busy,
 #             loop gap, PyTorch CUDA eager)
@@ -44,9 +44,9 @@ stage() {   # stage NAME BUDGET_SECONDS COMMAND...
 }
 
 # -- set-up: carried wheels, MPI -----------------------------------------------------------
-PY=python3
+PY=${GPU_CHECK_PYTHON:-python3}     # the interpreter (tests pass their own)
 if [ $DRY -eq 1 ]; then
-    [ -x .venv/bin/python ] && PY=$REPO/.venv/bin/python
+    [ -z "${GPU_CHECK_PYTHON:-}" ] && [ -x .venv/bin/python ] && PY=$REPO/.venv/bin/python
     DEVICE=strict
 else
     DEVICE=gpu
@@ -84,21 +84,24 @@ PYTEST="$PY -m pytest -q -p no:cacheprovider -p no:benchmark -rfEs --continue-on
 
 if [ $DRY -eq 1 ]; then
     # The GPU tests skip here (they say why); the device paths they cover run on strict.
+    # Small sizes: tests/test_gpu_check.py runs this dry run in CI, to catch a typo here
+    # before a GPU's minutes are spent on it.
     stage gpu_tests 300 $PYTEST -m gpu tests/backends tests/distributed/test_mpi.py \
         tests/data/test_coco_reader.py
     stage matrix 300 env AIOFLOW_DEVICE=strict $PYTEST tests/ops/test_op_matrix.py -k "relu or matmul"
-    stage parity 300 bash -c "cd benchmarks && $PY gpu_parity.py --device strict --steps 10"
-    stage depth 120 bash -c "cd benchmarks && $PY pipeline_depth.py --device simulated --batches 6 --rounds 1"
-    stage steps 300 bash -c "cd benchmarks && $PY train_step.py --device cpu --images 200 --batches 100 \
-        --cases 'aioflow eager' 'aioflow fused' 'aioflow graph' 'torch eager'"
+    stage parity 300 bash -c "cd benchmarks && $PY gpu_parity.py --device strict --steps 3 --models mlp"
+    stage depth 120 bash -c "cd benchmarks && $PY pipeline_depth.py --device simulated --batches 4 --rounds 1 --models mlp"
+    stage steps 300 bash -c "cd benchmarks && $PY train_step.py --device cpu --images 300 --batches 100 \
+        --models mlp --cases 'aioflow eager' 'aioflow fused' 'aioflow graph'"
 else
-    # Budgets sum to about 7 minutes: a machine's start and a second, shorter run fit in
+    # Budgets sum to 7.5 minutes at most (the H200 took under 3): a start and a rerun fit in
     # the 15 minutes of device time a session has.
     stage gpu_tests 120 $PYTEST -v -m gpu tests/backends tests/distributed/test_mpi.py \
         tests/data/test_coco_reader.py
-    stage matrix 130 env AIOFLOW_DEVICE=gpu $PYTEST $XDIST tests/ops \
+    stage matrix 170 env AIOFLOW_DEVICE=gpu $PYTEST $XDIST tests/ops \
         tests/test_variables_and_training.py tests/test_checkpoint_api.py \
-        tests/test_job_results.py tests/test_examples.py
+        tests/test_job_results.py tests/test_examples.py tests/runtime/test_result_forms.py \
+        tests/test_seed_scripts.py
     stage parity 50 bash -c "cd benchmarks && $PY gpu_parity.py"
     stage depth 50 bash -c "cd benchmarks && $PY pipeline_depth.py --device gpu --batches 60 --rounds 3"
     # torch.compile takes minutes to compile four cases: a later run's, not this one's

@@ -54,13 +54,14 @@ def main() -> int:
     parser.add_argument("--device", choices=["cupy", "strict"], default="cupy")
     parser.add_argument("--steps", type=int, default=max(BOUNDS))
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--models", default="mlp,lenet")
     args = parser.parse_args()
     flow.config.conv_algorithm("gemm")
     flow.random.seed(0)   # the same initial variables on every run (the H200's run 2 drew others)
     data = _batches(args.steps, args.batch)
     failures = 0
     print(f"numpy vs {args.device}: max relative difference of the mean loss per step")
-    for model in ("mlp", "lenet"):
+    for model in args.models.split(","):
         for optimizer in OPTIMIZERS:
             cpu, initial = _losses("numpy", model, optimizer, data, None)
             device, _ = _losses(args.device, model, optimizer, data, initial)

@@ -1,4 +1,4 @@
-"""examples/serve_mnist.py under abuse, while a normal client keeps asking (issue 17).
+"""examples/serve_mnist.py under abuse, while a normal client keeps asking (issues 17, 28).
 
     python examples/quickstart.py                      # saves ./quickstart_model (LeNet)
     python benchmarks/serve_abuse.py --checkpoint ./quickstart_model
@@ -20,7 +20,17 @@ after the last phase. Phases:
 * ``json-bombs``: 20 bodies of 1.3 million empty lists (3.9 MB), 100 nested 900 deep,
   100 not JSON, 100 with NaN;
 * ``multipart-bomb``: 8 of the issue's 3.8 MB bodies of 70,000 nested empty parts;
-* ``flood``: 400 connections at once, over ``--limit-concurrency`` (256): 503s.
+* ``flood``: 400 connections at once, each posting a NaN (400 x 400: under every cap);
+* ``burst`` (issue 28): ``--burst`` (2,000) simultaneous predicts of a real digit, each on
+  its own connection, retrying a 503 after its ``Retry-After`` up to 20 times: how many
+  are answered, the first answers' statuses, the time to the final answer;
+* ``slowloris-500`` (issue 28): ``--normal-clients`` (8) closed-loop clients, a new
+  connection per request, run ``--slowloris-seconds`` (15) alone, then as long again
+  while ``--slowloris`` (500) connections trickle a request head, a byte a second
+  (reconnecting when closed), then alone again: the clients' rate under attack over
+  their mean unloaded rate.
+
+``--phases burst,slowloris-500`` runs only those (the issue's figures).
 
 Bounded: loopback only, each phase at most ``--phase-timeout`` seconds (default 40), 60 s
 for the server to start.
@@ -29,6 +39,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import struct
 import subprocess
@@ -199,10 +210,149 @@ async def phase_flood(port):
                                   for _ in range(400)))
 
 
+# -- issue 28: a burst, and slowloris at scale -------------------------------------------------
+
+BURST_SETTINGS = {"clients": 2000, "retries": 20, "slowloris": 500, "seconds": 15.0,
+                  "normal": 8}
+
+
+async def predict_once(port: int, request: bytes, timeout: float = 60.0):
+    """A new connection, one predict: (status or what happened, Retry-After or None)."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as exc:
+        return f"connect: {type(exc).__name__}", None
+    try:
+        writer.write(request)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        retry_after, length = None, 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"retry-after":
+                retry_after = float(value)
+            elif name.strip().lower() == b"content-length":
+                length = int(value)
+        await asyncio.wait_for(reader.readexactly(length), timeout)
+        return int(head.split()[1]), retry_after
+    except asyncio.TimeoutError:
+        return "no answer", None
+    except (OSError, asyncio.IncompleteReadError, IndexError, ValueError) as exc:
+        return type(exc).__name__, None
+    finally:
+        writer.close()
+
+
+def _predict_request(body: bytes) -> bytes:
+    return post_head(PREDICT, len(body)) + body
+
+
+def _ms(seconds) -> dict:
+    ms = np.array(seconds) * 1000
+    return {"p50_ms": float(np.percentile(ms, 50)) if ms.size else float("nan"),
+            "p99_ms": float(np.percentile(ms, 99)) if ms.size else float("nan"),
+            "max_ms": float(ms.max()) if ms.size else float("nan")}
+
+
+async def phase_burst(port):
+    """``clients`` predicts at once, each retrying 503 (after Retry-After) ``retries`` times."""
+    request = _predict_request(BODY[0])
+    started = time.perf_counter()
+
+    async def client():
+        first, attempts = None, 0
+        while True:
+            attempts += 1
+            status, retry_after = await predict_once(port, request)
+            first = status if first is None else first
+            if status != 503 or attempts > BURST_SETTINGS["retries"]:
+                return first, status, attempts, time.perf_counter() - started
+            await asyncio.sleep(retry_after or 1.0)
+    results = await asyncio.gather(*(client() for _ in range(BURST_SETTINGS["clients"])))
+    answered = [seconds for _, status, _, seconds in results if status == 200]
+    return {"answers": [status for _, status, _, _ in results],
+            "first_answers": _tally(first for first, _, _, _ in results),
+            "answered": len(answered), "clients": len(results),
+            "attempts_max": max(attempts for _, _, attempts, _ in results),
+            "time_to_answer": _ms(answered)}
+
+
+async def _normal_rate(port, request, seconds: float) -> dict:
+    """``normal`` closed-loop clients, a new connection per request, for ``seconds``."""
+    latencies, failures = [], {}
+    deadline = time.perf_counter() + seconds
+
+    async def client():
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            status, _ = await predict_once(port, request, timeout=30)
+            if status == 200:
+                latencies.append(time.perf_counter() - started)
+            else:
+                failures[str(status)] = failures.get(str(status), 0) + 1
+    began = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(BURST_SETTINGS["normal"])))
+    elapsed = time.perf_counter() - began
+    return {"ok": len(latencies), "failed": failures, "per_second": len(latencies) / elapsed,
+            **_ms(latencies)}
+
+
+async def _trickler(port: int, stop: asyncio.Event, outcomes: dict) -> None:
+    """A request head a byte a second; when the server closes it, a new one. (As cheap
+    as an attacker can make it: this process shares the machine with the server.)"""
+    head = f"POST {PREDICT} HTTP/1.1\r\nHost: x\r\nX-Slow: {'a' * 1000}".encode()
+
+    def count(what):
+        outcomes[what] = outcomes.get(what, 0) + 1
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError as exc:
+            count(f"connect: {type(exc).__name__}")
+            await asyncio.sleep(1.0)
+            continue
+        count("connections")
+        try:
+            for byte in head:
+                if reader.at_eof() or reader.exception() is not None:
+                    count("closed by the server")
+                    break
+                writer.write(bytes([byte]))
+                await asyncio.sleep(1.0)
+                if stop.is_set():
+                    break
+        except OSError:
+            count("closed by the server")
+        finally:
+            writer.close()
+
+
+async def phase_slowloris_500(port):
+    """The normal clients alone, with the slowloris, alone again (the host drifts: the
+    ratio is over the mean of the two unloaded rates)."""
+    request = _predict_request(BODY[0])
+    seconds = BURST_SETTINGS["seconds"]
+    before = await _normal_rate(port, request, seconds)
+    stop, outcomes = asyncio.Event(), {}
+    tricklers = [asyncio.ensure_future(_trickler(port, stop, outcomes))
+                 for _ in range(BURST_SETTINGS["slowloris"])]
+    await asyncio.sleep(2.0)  # all of them open and trickling
+    loaded = await _normal_rate(port, request, seconds)
+    stop.set()
+    await asyncio.gather(*tricklers)
+    after = await _normal_rate(port, request, seconds)
+    unloaded = {"per_second": (before["per_second"] + after["per_second"]) / 2,
+                "before": before, "after": after}
+    return {"answers": [], "slowloris": outcomes, "unloaded": unloaded, "loaded": loaded,
+            "rate_ratio": loaded["per_second"] / unloaded["per_second"]}
+
+
+BODY = []  # the digit the burst and the normal clients post (set by run())
+
+
 PHASES = {"slowloris": phase_slowloris, "stalled-bodies": phase_stalled_bodies,
           "oversized": phase_oversized, "png-bombs": phase_png_bombs,
           "json-bombs": phase_json_bombs, "multipart-bomb": phase_multipart_bomb,
-          "flood": phase_flood}
+          "flood": phase_flood, "burst": phase_burst, "slowloris-500": phase_slowloris_500}
 
 
 class Prober:
@@ -276,6 +426,7 @@ async def run(args, server_flags) -> dict:
                 raise SystemExit("the server did not start within 60 s")
             await asyncio.sleep(0.2)
         body = request_bodies(1)[0]
+        BODY[:] = [body]
         connection = Connection("127.0.0.1", port)
         for _ in range(50):  # warm-up, and the answer every probe must get
             status, payload = await connection.post(PREDICT, body)
@@ -289,14 +440,19 @@ async def run(args, server_flags) -> dict:
         results["baseline"] = prober.between(0, time.perf_counter())
         for name in args.phases.split(","):
             started = time.perf_counter()
+            extra = {}
             try:
-                outcome = _tally(await asyncio.wait_for(PHASES[name](port), args.phase_timeout))
+                outcome = await asyncio.wait_for(PHASES[name](port), args.phase_timeout)
+                if isinstance(outcome, dict):
+                    extra = outcome
+                    outcome = extra.pop("answers")
+                outcome = _tally(outcome)
             except asyncio.TimeoutError:
                 outcome = {"phase timed out": 1}
             peak = max(peak, rss_mib(process.pid))
             ended = time.perf_counter()
             results["phases"][name] = {"seconds": ended - started, "answers": outcome,
-                                       "prober": prober.between(started, ended)}
+                                       "prober": prober.between(started, ended), **extra}
             _print(name, results["phases"][name])
         await asyncio.sleep(2)
         await prober.stop()
@@ -320,6 +476,21 @@ def _print(name: str, phase: dict) -> None:
     print(f"{name:>15}: {phase['seconds']:5.1f} s  prober {p['probes']:4d} ok-"
           f"{p['probes'] - p['failed']:<4d} p50 {p['p50_ms']:6.1f} ms  p99 {p['p99_ms']:7.1f} ms"
           f"  max {p['max_ms']:7.1f} ms | {answers}", flush=True)
+    if "time_to_answer" in phase:
+        t = phase["time_to_answer"]
+        print(f"{'':>17}{phase['answered']} of {phase['clients']} answered 200 (first answers: "
+              f"{phase['first_answers']}; at most {phase['attempts_max']} attempts); time to "
+              f"the answer p50 {t['p50_ms']:.0f} ms, p99 {t['p99_ms']:.0f} ms, max "
+              f"{t['max_ms']:.0f} ms", flush=True)
+    if "rate_ratio" in phase:
+        u, l = phase["unloaded"], phase["loaded"]
+        b, a = u["before"], u["after"]
+        print(f"{'':>17}normal clients alone: {b['per_second']:.1f} req/s before (p50 "
+              f"{b['p50_ms']:.0f} ms, failed {b['failed']}), {a['per_second']:.1f} after (p50 "
+              f"{a['p50_ms']:.0f} ms, failed {a['failed']}); with the slowloris: "
+              f"{l['per_second']:.1f} req/s (p50 {l['p50_ms']:.0f} ms, p99 {l['p99_ms']:.0f} ms,"
+              f" failed {l['failed']}): {100 * phase['rate_ratio']:.0f}%; slowloris "
+              f"{phase['slowloris']}", flush=True)
 
 
 def main(argv=None) -> dict:
@@ -333,8 +504,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--model", choices=("lenet", "mlp"), default="lenet")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--phase-timeout", type=float, default=40.0)
+    parser.add_argument("--burst", type=int, default=BURST_SETTINGS["clients"],
+                        help="simultaneous predicts of the burst phase")
+    parser.add_argument("--retries", type=int, default=BURST_SETTINGS["retries"],
+                        help="times a burst client retries a 503")
+    parser.add_argument("--slowloris", type=int, default=BURST_SETTINGS["slowloris"],
+                        help="trickling connections of the slowloris-500 phase")
+    parser.add_argument("--slowloris-seconds", type=float, default=BURST_SETTINGS["seconds"])
+    parser.add_argument("--normal-clients", type=int, default=BURST_SETTINGS["normal"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    BURST_SETTINGS.update(clients=args.burst, retries=args.retries, slowloris=args.slowloris,
+                          seconds=args.slowloris_seconds, normal=args.normal_clients)
+    # this process holds a socket per client: --burst + --slowloris + a few
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = args.burst + args.slowloris + 256
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY
+                                                    else min(need, hard), hard))
     for name in args.phases.split(","):
         if name not in PHASES:
             raise SystemExit(f"unknown phase {name!r}: use {', '.join(PHASES)}")

@@ -2,9 +2,10 @@
 
 Uses MNIST when ``mnist.npz`` is cached or downloadable, otherwise the 10,000 MNIST
 digits bundled with aioflow (no download needed). Seeded (``--seed``, default 0), so two
-runs print the same figures. Prints the loss every 20 steps, the test accuracy per epoch
-and where the checkpoint was saved; progress with rate and ETA goes to stderr, per-step
-loss and per-epoch accuracy to ``--log-dir`` as CSV.
+runs print the same figures. One progress display with one numbering (``epoch 1/2``):
+a bar with rate and ETA on a terminal (with tqdm), plain progress lines on stderr where
+none is attached; each epoch's mean loss and test accuracy on stdout, then where the
+checkpoint was saved; per-step loss and per-epoch accuracy in ``--log-dir`` as CSV.
 
     python examples/quickstart.py                 # LeNet, a few epochs
     python examples/quickstart.py --model mlp     # the seeds' MLP
@@ -107,17 +108,19 @@ def main(argv=None):
             total += labels.shape[0]
         return correct, total
 
+    # The progress display (TrainingLog) is the only per-step output; the epoch lines go
+    # through log.write so they print above a bar instead of tearing it.
     with TrainingLog(len(train_images), epochs, log_dir=args.log_dir) as log:
         for epoch in range(epochs):
-            for i, (images, labels) in enumerate(zip(train_images, train_labels)):
+            losses = []
+            for images, labels in zip(train_images, train_labels):
                 loss = train_job(images, labels)
                 log.step(loss)
-                if i % 20 == 0:
-                    print(f"epoch {epoch} step {i:4d} loss {loss.mean():.4f}")
+                losses.append(float(loss.mean()))
             correct, total = evaluate()
             log.epoch_end(accuracy=correct / total)
-            print(f"epoch {epoch} test accuracy: {100.0 * correct / total:.1f}% "
-                  f"({correct}/{total})")
+            log.write(f"epoch {epoch + 1}/{epochs}  mean loss {np.mean(losses):.4f}  "
+                      f"test accuracy {100.0 * correct / total:.1f}% ({correct}/{total})")
     print(f"test accuracy: {100.0 * correct / total:.1f}% ({correct}/{total})")
     print(f"per-step loss and per-epoch accuracy: {os.path.abspath(args.log_dir)}")
     if args.plot:

@@ -2,7 +2,8 @@
 
     python examples/quickstart.py                       # trains, saves ./quickstart_model
     python examples/serve_mnist.py --checkpoint ./quickstart_model --port 8000
-    curl -s localhost:8000/v1/models/mnist:predict -d '{"instances": [[0.0, ...784 values]]}'
+    curl -s localhost:8000/v1/models/mnist:predict -H 'Content-Type: application/json' \
+         -d '{"instances": [[0.0, ...784 values]]}'
 
 An ASGI app (Starlette; run by uvicorn) speaking TensorFlow Serving's REST convention:
 
@@ -33,11 +34,16 @@ anywhere); malformed input gets a 4xx JSON ``{"error": "..."}`` and the server k
 A full queue answers 503 with ``Retry-After``, a request slower than ``--timeout`` 504.
 
 The event loop never runs work a client can make long: bodies must arrive within
-``--body-timeout`` (408) and request heads within ``--header-timeout`` (closed), uvicorn
-caps connections (``--limit-concurrency``: 503); multipart forms, PNG chunk structure and
-JSON container counts are checked by bounded linear scans, and PNG decoding and large JSON
-parsing run on a small thread pool with a deadline (``--parse-timeout``: 504). A client
-that disconnects is logged in one INFO line. See docs/serving.md.
+``--body-timeout`` (408) and request heads within ``--header-timeout`` (closed);
+multipart forms, PNG chunk structure and JSON container counts are checked by bounded
+linear scans, and PNG decoding and large JSON parsing run on a small thread pool with a
+deadline (``--parse-timeout``: 504). A client that disconnects is logged in one INFO line.
+
+A burst is served up to capacity and only the excess refused: ``--max-inflight`` requests
+are served at once and ``--max-waiting`` more wait for a slot (beyond, or after
+``--queue-timeout``: 503 with ``Retry-After``, at once); of ``--max-connections`` open
+sockets, the one that has waited longest for a request head (idle, or trickling it) is
+closed to make room for a new one. See docs/serving.md.
 
 ``app`` (module level) is configured from environment variables for ``uvicorn
 serve_mnist:app``: ``AIOFLOW_MNIST_CHECKPOINT``, ``AIOFLOW_MNIST_MODEL``,
@@ -59,6 +65,7 @@ import numpy as np
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -66,6 +73,7 @@ from starlette.routing import Route
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.serving import DynamicBatcher, ServingError
+from aioflow.serving.admission import Admission, AdmissionLimit
 from aioflow.serving.bodies import (PNG_SIGNATURE, BodyError, ClientDisconnected, check_png,
                                     multipart_file, read_body)
 from aioflow.serving.offload import ParseBusyError, ParsePool, ParseTimeoutError
@@ -117,10 +125,17 @@ class ServerConfig:
     parse_threads: int = 2              # threads that parse large bodies and decode PNGs
     parse_queue: int = 64               # parses waiting for a thread; beyond: 503
     inline_parse_bytes: int = 64 << 10  # JSON bodies up to this are parsed on the loop
+    # requests: served at once, waiting for a slot; beyond either: 503 with Retry-After
+    max_inflight: int = 256             # requests being served (bodies held, parsed, ...)
+    max_waiting: int = 2048             # requests waiting for a slot, first come first served
+    queue_timeout: float = 10.0         # seconds a request may wait for a slot
     # uvicorn (run by main() only): connection-level limits
-    limit_concurrency: int = 256        # connections + requests; beyond: 503
+    max_connections: int = 4096         # open sockets; beyond: the longest idle one closed
+    connection_grace: float = 1.0       # ... if idle this long, else the new one gets 503
     header_timeout: float = 10.0        # seconds for a request's head; beyond: closed
     timeout_keep_alive: float = 5.0     # seconds an idle keep-alive connection stays
+    backlog: int = 2048                 # connections the kernel queues before accept()
+    limit_concurrency: int = 0          # uvicorn's own cap (0: off; see docs/serving.md)
 
     @classmethod
     def from_env(cls):
@@ -177,6 +192,7 @@ async def load_model(config: ServerConfig) -> DynamicBatcher:
                            f"by `quickstart.py --model {config.model}`?): {exc}") from exc
     await model.start()
     await model(np.zeros((1, 28, 28), np.float32))  # warm-up: first-step costs paid here
+    model.reset_metrics()   # the warm-up is no client's request: /metrics starts at zero
     return model
 
 
@@ -260,11 +276,14 @@ def _instance(instance, i: int) -> np.ndarray:
         shape = "ragged lists" if array is None else f"shape {list(array.shape)}"
         raise ApiError(400, f"instance {i}: expected {expected}, got {shape}")
     if array.dtype.kind not in "iuf":
+        array = _big_integers(array, i)
+    if array.dtype.kind not in "iuf":
         raise ApiError(400, f"instance {i}: every value must be a number, got "
                             f"{_kind_name(array)}")
     array = array.astype(np.float64).reshape(784)
     if not np.isfinite(array).all():
-        raise ApiError(400, f"instance {i}: values must be finite (got an overflowing number)")
+        raise ApiError(400, f"instance {i}: values must be finite (got a number out of "
+                            "float32's range)")
     low, high = array.min(), array.max()
     if low < 0.0 or high > 1.0:
         raise ApiError(400, f"instance {i}: values must lie in [0, 1], got values from {low:g} "
@@ -272,9 +291,42 @@ def _instance(instance, i: int) -> np.ndarray:
     return array
 
 
+def _big_integers(array: np.ndarray, i: int) -> np.ndarray:
+    """An object array of numbers only, as float64; anything else unchanged. The stdlib
+    parser reads integers beyond int64 (``10**39``, ``1`` and 400 zeros) as Python ints,
+    and numpy then keeps the whole list as objects: numbers out of range, not non-numeric
+    values."""
+    if array.dtype != object:
+        return array
+    values = array.reshape(-1).tolist()
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return array
+    try:
+        return np.array(values, np.float64).reshape(array.shape)
+    except OverflowError:   # beyond float64 too
+        raise ApiError(400, f"instance {i}: a number out of float32's range (an integer "
+                            "too large for any float); values must lie in [0, 1]") from None
+
+
 def _kind_name(array: np.ndarray) -> str:
     return {"b": "booleans", "U": "strings", "S": "strings"}.get(array.dtype.kind,
                                                                  "non-numeric values")
+
+
+JSON_TYPES = ("application/json",)
+
+
+def require_json(content_type: str) -> None:
+    """415 unless the request says its body is JSON (``application/json`` or a ``+json``
+    type): a body sent as ``text/plain`` or with no type at all is refused, as every other
+    type is, rather than guessed at (a browser form can post ``text/plain`` across sites
+    without asking)."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind in JSON_TYPES or kind.endswith("+json"):
+        return
+    got = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    raise ApiError(415, f"the body must be JSON sent as Content-Type: application/json (got "
+                        f"{got}), or a PNG image")
 
 
 def is_image_upload(content_type: str, body: bytes) -> bool:
@@ -403,8 +455,10 @@ def create_app(config=None) -> Starlette:
     async def predict(request: Request) -> Response:
         async def work():
             body = await body_of(request)
-            if is_image_upload(request.headers.get("content-type", ""), body):
+            content_type = request.headers.get("content-type", "")
+            if is_image_upload(content_type, body):
                 return await classify(request, body)
+            require_json(content_type)
             probabilities = await run_model(request, await instances(request, body))
             return {"predictions": probabilities.tolist()}
         return await answer("predict", request, work)
@@ -435,6 +489,7 @@ def create_app(config=None) -> Starlette:
         for (route, status), n in sorted(http_counts.items()):
             lines.append(f'serve_mnist_http_responses_total{{route="{route}",'
                          f'status="{status}"}} {n}')
+        text += request.app.state.admission.prometheus("serve_mnist_admission")
         return Response(text + "\n".join(lines) + "\n",
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -463,9 +518,13 @@ def create_app(config=None) -> Starlette:
               Route(PNG_PATH, classify_png, methods=["POST"]),
               Route("/healthz", healthz, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"])]
+    # requests in flight and waiting are bounded here (connections by main()'s protocol)
+    admission = Admission(config.max_inflight, config.max_waiting, config.queue_timeout)
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={HTTPException: http_error})
+                    exception_handlers={HTTPException: http_error},
+                    middleware=[Middleware(AdmissionLimit, admission=admission)])
     app.state.config = config
+    app.state.admission = admission
     app.state.model = None
     return app
 
@@ -507,8 +566,24 @@ def main(argv=None) -> None:
                         help="parses waiting for a thread (beyond: 503)")
     parser.add_argument("--inline-parse-bytes", type=int, default=default.inline_parse_bytes,
                         help="JSON bodies up to this size are parsed on the event loop")
+    parser.add_argument("--max-inflight", type=int, default=default.max_inflight,
+                        help="requests served at once (more wait for a slot)")
+    parser.add_argument("--max-waiting", type=int, default=default.max_waiting,
+                        help="requests waiting for a slot (beyond: 503 with Retry-After)")
+    parser.add_argument("--queue-timeout", type=float, default=default.queue_timeout,
+                        help="seconds a request may wait for a slot (else 503)")
+    parser.add_argument("--max-connections", type=int, default=default.max_connections,
+                        help="open connections; beyond, the one idle longest (at least "
+                             "--connection-grace s) is closed, or the new one gets 503")
+    parser.add_argument("--connection-grace", type=float, default=default.connection_grace,
+                        help="seconds a connection may wait for its request head before "
+                             "it can be closed to make room")
+    parser.add_argument("--backlog", type=int, default=default.backlog,
+                        help="connections the kernel queues before they are accepted")
     parser.add_argument("--limit-concurrency", type=int, default=default.limit_concurrency,
-                        help="open connections + requests (beyond: 503; uvicorn)")
+                        help="uvicorn's own cap on connections + requests, 503 to every "
+                             "request beyond it (default 0: off; --max-connections and "
+                             "--max-inflight replace it)")
     parser.add_argument("--header-timeout", type=float, default=default.header_timeout,
                         help="seconds for a request's line and headers (else closed)")
     parser.add_argument("--timeout-keep-alive", type=float,
@@ -529,18 +604,50 @@ def main(argv=None) -> None:
                           body_timeout=args.body_timeout, parse_timeout=args.parse_timeout,
                           parse_threads=args.parse_threads, parse_queue=args.parse_queue,
                           inline_parse_bytes=args.inline_parse_bytes,
+                          max_inflight=args.max_inflight, max_waiting=args.max_waiting,
+                          queue_timeout=args.queue_timeout,
+                          max_connections=args.max_connections,
+                          connection_grace=args.connection_grace, backlog=args.backlog,
                           limit_concurrency=args.limit_concurrency,
                           header_timeout=args.header_timeout,
                           timeout_keep_alive=args.timeout_keep_alive)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
     import uvicorn
     from aioflow.serving.http_limits import head_timeout_protocol
+    max_connections = room_for_connections(config.max_connections)
     uvicorn.run(create_app(config), host=args.host, port=args.port,
                 log_level=args.log_level, access_log=not args.no_access_log,
                 timeout_graceful_shutdown=config.timeout + 5,
-                http=head_timeout_protocol(config.header_timeout),
-                limit_concurrency=config.limit_concurrency,
+                http=head_timeout_protocol(config.header_timeout,
+                                           max_connections=max_connections,
+                                           grace=config.connection_grace),
+                backlog=config.backlog,
+                limit_concurrency=config.limit_concurrency or None,
                 timeout_keep_alive=config.timeout_keep_alive)
+
+
+def room_for_connections(wanted: int, spare: int = 256) -> int:
+    """Raise this process's open-file limit to hold ``wanted`` sockets plus ``spare``
+    other files (up to the hard limit; many systems start at a soft limit of 1024);
+    ``wanted``, or fewer if the hard limit is lower (with a warning)."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + spare
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < need:
+        log.warning("serve_mnist: %d open files allowed (ulimit -n): --max-connections "
+                    "lowered from %d to %d", soft, wanted, max(1, soft - spare))
+        return max(1, soft - spare)
+    return wanted
 
 
 if __name__ == "__main__":

@@ -40,6 +40,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DIRECTIVE = re.compile(r"<!--\s*docs-test:(.*?)-->", re.S)
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+# A warning anywhere in pytest's output: its summary ("1 passed, 1 warning"), the
+# "warnings summary" section, or a warning a plugin printed to stderr at start-up
+# (pytest-asyncio's PytestDeprecationWarning never reaches the summary).
+_WARNING_IN_OUTPUT = re.compile(r"\b\w*Warning\b|warnings summary|\b\d+ warnings?\b")
+
+
+def pytest_warnings(output: str) -> list[str]:
+    """The lines of a pytest run's stdout + stderr that show a warning."""
+    return [line for line in output.splitlines() if _WARNING_IN_OUTPUT.search(line)]
+
+
 KNOWN = {"continue", "skip", "file", "pytest", "notebook", "warns", "setup"}
 
 
@@ -212,10 +223,10 @@ def _run_block(block: dict, namespace: dict, filename: str) -> None:
             if proc.returncode != 0:
                 raise AssertionError(f"pytest {name} exited with {proc.returncode}:\n"
                                      f"{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-            summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-            if "warning" in summary and "warns" not in d:
+            shown = pytest_warnings(proc.stdout + proc.stderr)
+            if shown and "warns" not in d:
                 raise AssertionError(f"pytest {name} passed with warnings:\n"
-                                     f"{proc.stdout[-3000:]}")
+                                     + "\n".join(shown))
         return
     code = _compile(block["code"], filename, block["line"], "notebook" in d)
     if "notebook" in d:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from aioflow.checkpoint import io as checkpoint_io, recovery as checkpoint_recovery
+from aioflow.checkpoint import swap as checkpoint_swap
 from aioflow.checkpoint.io import (CheckpointError, CheckpointNotFoundError,
                                    CheckpointWarning, read_arrays, save_arrays)
 
@@ -161,6 +162,42 @@ def test_full_tmpfs_keeps_the_previous_checkpoint(tmp_path):
         assert read_arrays(root)["w"].tolist() == [1] * 20_000
         save_arrays(root, {"w": np.full(20_000, 2, np.float32)}, overwrite=True)  # fits again
         assert read_arrays(root)["w"][0] == 2 and os.listdir(mount) == ["c"]
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True, timeout=10)
+
+
+def _read_only(monkeypatch):
+    """os.mkdir as on a read-only file system, for the checkpoint modules."""
+    def refuse(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", path)
+
+    monkeypatch.setattr(checkpoint_swap.os, "mkdir", refuse)
+
+
+def test_saving_into_a_read_only_folder_names_the_target(tmp_path, monkeypatch):
+    root = tmp_path / "c"
+    save_arrays(root, {"w": np.ones(3, np.float32)})
+    _read_only(monkeypatch)
+    with pytest.raises(CheckpointError, match=rf"cannot save checkpoint to '{root}': cannot "
+                       rf"create a folder in '{tmp_path}': .*Read-only file system") as info:
+        save_arrays(root, {"w": np.zeros(3, np.float32)}, overwrite=True)
+    assert ".c.tmp" not in str(info.value)      # not the hidden folder the user never chose
+    assert info.value.__notes__ == [f"the previous checkpoint at '{root}' is unchanged"]
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["c"] and read_arrays(root)["w"].tolist() == [1, 1, 1]
+
+
+def test_saving_to_a_read_only_mount_keeps_the_checkpoint(tmp_path):
+    mount = tmp_path / f"ro-{uuid.uuid4().hex[:6]}"
+    if not _mount_tmpfs(mount, "1m"):
+        pytest.skip("cannot mount a tmpfs here (needs root); the EROFS test covers it")
+    try:
+        save_arrays(mount / "c", {"w": np.ones(3, np.float32)})
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, timeout=10)
+        with pytest.raises(CheckpointError, match="cannot save checkpoint to .*Read-only") as info:
+            save_arrays(mount / "c", {"w": np.zeros(3, np.float32)}, overwrite=True)
+        assert "is unchanged" in info.value.__notes__[0]
+        assert read_arrays(mount / "c")["w"].tolist() == [1, 1, 1]
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True, timeout=10)
 

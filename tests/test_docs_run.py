@@ -218,3 +218,55 @@ def test_bad_markup_is_refused(tmp_path, markup):
     page.write_text(textwrap.dedent(markup))
     with pytest.raises(DocsMarkupError):
         groups(page)
+
+
+PYTEST_PAGE = '''
+<!-- docs-test: file pyproject.toml -->
+```toml
+[tool.pytest.ini_options]
+asyncio_mode = "auto"
+{extra}
+```
+
+<!-- docs-test: continue; file conftest.py -->
+```python
+pytest_plugins = ["aioflow.testing"]
+```
+
+<!-- docs-test: continue; pytest test_it.py -->
+```python
+async def test_it(flow_session):
+    assert flow_session is not None
+```
+'''
+
+
+@pytest.mark.parametrize("extra, clean", [
+    ("", False),   # pytest-asyncio 1.x warns on stderr, outside pytest's summary line
+    ('asyncio_default_fixture_loop_scope = "function"', True),   # the documented set-up
+])
+def test_a_pytest_block_fails_on_any_warning_in_pytests_output(tmp_path, extra, clean):
+    page = tmp_path / "page.md"
+    page.write_text(PYTEST_PAGE.format(extra=extra))
+    results, report = run_groups(groups(page), tmp_path)
+    assert [r["ok"] for r in results] == [clean], report
+    if not clean:
+        assert "passed with warnings" in report and "asyncio_default_fixture_loop_scope" in report
+
+
+def test_warnings_are_found_anywhere_in_pytests_output():
+    assert docs_blocks.pytest_warnings("1 passed in 0.1s\n") == []
+    assert docs_blocks.pytest_warnings("x.py:3: PytestDeprecationWarning: old\n1 passed\n")
+    assert docs_blocks.pytest_warnings("1 passed, 2 warnings in 0.1s")
+    assert docs_blocks.pytest_warnings("=== warnings summary ===")
+
+
+def test_the_index_links_every_page_and_names_every_example():
+    """docs/index.md is where a reader starts: a page or an example it does not lead to is
+    one a newcomer will not find."""
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    pages_missing = [p.name for p in sorted((ROOT / "docs").glob("*.md"))
+                     if p.name != "index.md" and f"]({p.name}" not in index]
+    examples_missing = [p.name for p in sorted((ROOT / "examples").glob("*.py"))
+                        if f"`{p.name}`" not in index]
+    assert pages_missing == [] and examples_missing == [], (pages_missing, examples_missing)

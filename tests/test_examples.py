@@ -4,8 +4,8 @@ The seed scripts call ``flow.data.load_mnist``; here it is replaced by a loader 
 bundled handwritten digits cut to a few batches, so the scripts run offline and fast,
 exactly as written otherwise.
 """
-import contextlib
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -13,7 +13,6 @@ import sys
 import pytest
 
 import aioflow as flow
-from aioflow import backends
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples")
 
@@ -31,18 +30,26 @@ def small_mnist(monkeypatch, tmp_path):
     flow.clear_default_session()
 
 
-def _run(script, capsys):
+def _run_captured(script, capsys):
+    """Run an example as ``__main__``; its captured stdout and stderr."""
     flow.clear_default_session()
     runpy.run_path(os.path.join(EXAMPLES, script), run_name="__main__")
     flow.sync_default_session()
-    return capsys.readouterr().out
+    return capsys.readouterr()
+
+
+def _run(script, capsys):
+    return _run_captured(script, capsys).out
 
 
 def test_seed_lenet_train_then_eval(small_mnist, capsys):
-    # The seed places its model on "gpu": without one, a warning, then the CPU.
-    with (contextlib.nullcontext() if backends.gpu_usable()
-          else pytest.warns(RuntimeWarning, match="running on the CPU")):
-        out = _run("lenet_train.py", capsys)
+    # The seed places its model on "gpu"; the suite's AIOFLOW_DEVICE=cpu (conftest.py)
+    # chose the CPU, so it runs there without a warning (warnings are errors here).
+    captured = _run_captured("lenet_train.py", capsys)
+    out, progress = captured.out, captured.err
+    # the long run says how long it takes, then shows progress (stderr; no terminal here)
+    assert "expected duration: about " in progress, progress
+    assert "epoch 20/20  step 3/3" in progress and "ETA" in progress
     losses = [float(line) for line in out.splitlines()[:-1]]
     # The seed's recipe (lr 0.1, stddev-0.1 init, dropout) starts at a loss near 7 and is
     # noisy over 60 steps; training quality is asserted by the quickstart and parity tests.
@@ -83,8 +90,18 @@ def test_quickstart_trains_and_saves(tmp_path, capsys, offline):
     flow.clear_default_session()
     accuracy = quickstart.main(["--model", "mlp", "--epochs", "3", "--log-dir", "log",
                                 "--checkpoint", str(tmp_path / "model")])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert accuracy > 0.9  # the seeds' MLP, 3 epochs on 9,000 real MNIST digits
+    # One progress display with one numbering: no terminal here, so TrainingLog's plain
+    # lines on stderr ("epoch 2/3  step 18/90 ..."), and on stdout one line per epoch,
+    # numbered the same way, and no per-step lines of the script's own.
+    epoch_lines = [line for line in out.splitlines() if line.startswith("epoch")]
+    assert [line.split()[1] for line in epoch_lines] == ["1/3", "2/3", "3/3"], out
+    assert " step " not in out
+    progress = [line for line in captured.err.splitlines() if line.startswith("epoch")]
+    assert progress and all(re.match(r"epoch [123]/3  step \d+/90  loss ", line)
+                            for line in progress), captured.err
     steps = (tmp_path / "log" / "steps.csv").read_text().splitlines()
     assert steps[0] == "step,epoch,loss,seconds" and len(steps) == 1 + 3 * 90
     epochs = (tmp_path / "log" / "epochs.csv").read_text().splitlines()

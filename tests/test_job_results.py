@@ -224,8 +224,11 @@ def test_same_variable_name_with_another_shape_is_a_clear_error():
 
     np.testing.assert_array_equal(first(np.ones(2, np.float32)), [1, 1])
     with pytest.raises(ValueError, match=r"variable 'w' already exists as float32\[2\].*"
-                                         r"float32\[3\]"):
+                                         r"float32\[3\]") as caught:
         second(np.ones(3, np.float32))
+    # in a test suite, the fix: a fresh session per test
+    assert "`flow_session` fixture" in str(caught.value)
+    assert "flow.clear_default_session()" in str(caught.value)
     # the failed trace left nothing behind and the first job still runs
     assert "only_second" not in default_session().variables
     np.testing.assert_array_equal(first(np.ones(2, np.float32)), [1, 1])

@@ -292,6 +292,7 @@ def test_model_update_conf_refuses_unknown_rules():
 def test_fixed_placement_gpu_runs_on_cpu_with_one_warning(monkeypatch):
     if backends.gpu_usable():
         pytest.skip("a GPU is available: no fallback warning")
+    monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)   # the CPU, not chosen: warned
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # as in a new process
 
     @flow.global_function(get_eval_config())

@@ -44,7 +44,10 @@ SEEDED = "import aioflow as flow\nflow.random.seed(0)\n"
 
 def run(script, cwd, prelude=""):
     env = {k: v for k, v in os.environ.items() if k != "AIOFLOW_DATA_DIR"}
-    env.update(AIOFLOW_OFFLINE="1", XDG_CACHE_HOME=str(cwd / "cache"), AIOFLOW_DEVICE="cpu",
+    # The suite's device (tests/conftest.py: the CPU unless the run asks for the GPU, as
+    # benchmarks/gpu_check.sh does), passed on to the script's process.
+    env.update(AIOFLOW_OFFLINE="1", XDG_CACHE_HOME=str(cwd / "cache"),
+               AIOFLOW_DEVICE=os.environ.get("AIOFLOW_DEVICE", "cpu"),
                PYTHONPATH=os.pathsep.join([str(ROOT), str(EXAMPLES)]), PYTHONWARNINGS="default")
     code = (f"import runpy, sys\n{SEEDED}{prelude}\n"
             f"sys.argv = [{str(script_path(script))!r}]\n"

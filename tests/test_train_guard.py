@@ -1,4 +1,6 @@
 """The train step's non-finite guard: one bad batch never destroys a model."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,68 @@ def test_switched_off_the_step_applies_whatever_comes_out():
         assert flow.get_all_variables()["System-Train-TrainStep-train_mlp"] == 2
     finally:
         flow.config.skip_nonfinite_steps(True)
+
+
+# A finite float32 batch scaled by 1e30 (issue 28): the loss and gradients are finite, but
+# Adam's second moment squared them to infinity, and momentum moved weights to 1e27, after
+# which every step overflowed. The guard checks that the gradients' squares are finite,
+# so what the step would write is too.
+OPTIMIZERS = {
+    "adam": lambda: flow.optimizer.Adam(1e-3, do_bias_correction=True),
+    "momentum": lambda: flow.optimizer.SGD(0.1, momentum=0.9),
+    "sgd": lambda: flow.optimizer.SGD(0.1, momentum=0),
+    "rmsprop": lambda: flow.optimizer.RMSProp(1e-3),
+}
+
+
+def _dense_job(make_optimizer):
+    @flow.global_function(type="train")
+    def fit(x: tp.Numpy.Placeholder((8, 16)),
+            y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        h = flow.layers.dense(x, 32, activation=flow.nn.relu, name="h")
+        logits = flow.layers.dense(h, 3, name="out")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        make_optimizer().minimize(loss)
+        return loss
+    return fit
+
+
+@pytest.mark.parametrize("name", ["adam", "momentum"])
+def test_a_finite_batch_whose_step_would_overflow_changes_nothing(name):
+    fit = _dense_job(OPTIMIZERS[name])
+    rng = np.random.default_rng(0)
+    x = rng.random((8, 16), dtype=np.float32)
+    y = rng.integers(0, 3, 8).astype(np.int32)
+    fit(x, y)
+    before = flow.get_all_variables()
+    with pytest.warns(flow.train.NonFiniteStepWarning,
+                      match=r"'fit': the batch of call 2 of this job .*squares overflow.*step 1;"
+                            r" no update applied"):
+        fit(x * np.float32(1e30), y)
+    after = flow.get_all_variables()
+    for variable in before:      # weights, slots, the step counter: nothing written
+        np.testing.assert_array_equal(after[variable], before[variable], err_msg=variable)
+    losses = [float(fit(x, y).mean()) for _ in range(5)]   # training goes on
+    assert flow.train.skipped_steps(fit) == 1 and np.isfinite(losses).all()
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_step_the_guard_lets_through_writes_finite_values(name):
+    # Batches scaled up to float32's limits: each step is either skipped with nothing
+    # written, or everything it wrote (weights and optimizer slots) is finite.
+    fit = _dense_job(OPTIMIZERS[name])
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 3, 8).astype(np.int32)
+    for scale in [1, 1e5, 1e10, 1e15, 1e18, 1e20, 1e25, 1e30, 1e35, 3e38]:
+        x = (rng.random((8, 16)) * scale).astype(np.float32)
+        before, skipped = flow.get_all_variables(), flow.train.skipped_steps(fit)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", flow.train.NonFiniteStepWarning)
+            fit(x, y)
+        after = flow.get_all_variables()
+        if flow.train.skipped_steps(fit) > skipped:
+            assert all(np.array_equal(after[v], before[v]) for v in before), scale
+        else:
+            bad = [v for v in after if not np.isfinite(after[v]).all()]
+            assert bad == [], f"scale {scale:g}: non-finite {bad}"

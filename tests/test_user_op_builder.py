@@ -116,7 +116,12 @@ CASES.update({
                lambda i: i["in"][0][i["indices"][0]]),
     "where": (dict(condition=[(a > 0).astype(np.int8)], x=[a], y=[b]), ["out"], {},
               lambda i: np.where(i["condition"][0], i["x"][0], i["y"][0])),
+    "multi_square_sum": (dict(x=[a, bm, b]), ["y"], {},
+                         lambda i: np.array([sum(float(np.sum(x.astype(np.float64) ** 2))
+                                                 for x in i["x"])])),
 })
+# Op types with several outputs, or none: tested on their own below.
+SPECIAL = {"split_like", "dynamic_loss_scale_schedule"}
 
 
 @pytest.fixture(autouse=True)
@@ -151,7 +156,55 @@ def _run(op_type, inputs, outputs, attrs):
 
 
 def test_the_cases_cover_the_whole_table():
-    assert set(CASES) == set(USER_OPS)
+    assert set(CASES) | SPECIAL == set(USER_OPS)
+
+
+def test_split_like_cuts_along_the_likes_and_its_gradient_flows_back():
+    x = _u(-1, 1, (5, 3))
+    diffs = []
+
+    @flow.global_function(type="train")
+    def job(x_: tp.Numpy.Placeholder((5, 3))) -> tp.Numpy:
+        x_ = x_ + flow.get_variable("zero", shape=(1,), initializer=flow.zeros_initializer())
+        flow.watch_diff(x_, diffs.append)
+        likes = [flow.constant(0.0, shape=(2,)), flow.constant(0.0, shape=(3, 7))]
+        y0, y1 = (flow.user_op_builder("split").Op("split_like").Input("in", [x_])
+                  .Input("like", likes).Output("out", 2).Attr("axis", 0).Build()
+                  .InferAndTryRun().RemoteBlobList())
+        flow.optimizer.SGD(0.0, momentum=0).minimize(y0)
+        return flow.concat([y1, y0], axis=0)
+
+    np.testing.assert_array_equal(job(x), np.concatenate([x[2:], x[:2]]))
+    np.testing.assert_array_equal(diffs[0].numpy(), np.r_[np.ones((2, 3)), np.zeros((3, 3))])
+
+
+@pytest.mark.parametrize("count, counter, period, scale, want_counter, want_scale", [
+    (1, 1, 1, 100.0, 0, 50.0),     # a non-finite step: scale / multiplier
+    (0, 1, 1, 100.0, 0, 200.0),    # the period reached: scale * multiplier
+    (0, 1, 10, 100.0, 2, 100.0),   # counting up
+    (3, 5, 10, 1.5, 0, 1.0),       # never below 1
+])
+def test_dynamic_loss_scale_schedule_updates_its_variables_as_oneflows_kernel(
+        count, counter, period, scale, want_counter, want_scale):
+    def variables():
+        return (flow.get_variable("counter", shape=(1,), dtype=flow.int64,
+                                  initializer=flow.constant_initializer(counter, flow.int64)),
+                flow.get_variable("scale", shape=(1,),
+                                  initializer=flow.constant_initializer(scale)))
+
+    @flow.global_function(type="predict")
+    def schedule(n: tp.Numpy.Placeholder((1,), dtype=flow.int64)) -> None:
+        good, loss_scale = variables()
+        (flow.user_op_builder("schedule").Op("dynamic_loss_scale_schedule")
+         .Input("count_not_finite", [n]).Input("loss_scale", [loss_scale])
+         .Input("good_step_counter", [good]).Attr("increment_period", period)
+         .Attr("multiplier", 2.0).Build().InferAndTryRun())
+
+    schedule(np.array([count], np.int64))
+    flow.sync_default_session()
+    values = flow.get_all_variables()
+    assert values["counter"].tolist() == [want_counter]
+    assert values["scale"].tolist() == [want_scale]
 
 
 @pytest.mark.parametrize("op_type", sorted(CASES))

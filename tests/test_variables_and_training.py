@@ -72,7 +72,10 @@ def adam_ref(lr, b1=0.9, b2=0.999, eps=1e-8, bias_correction=False, weight_decay
         m = b1 * state.get("m", 0) + (1 - b1) * g
         v = b2 * state.get("v", 0) + (1 - b2) * g * g
         state.update(m=m, v=v)
-        w = w - lr * weight_decay * w  # decoupled decay with the plain rate (AdamW)
+        if bias_correction:  # AdamW's decay at OneFlow's corrected rate
+            w = w - lr * np.sqrt(1 - b2 ** (t + 1)) / (1 - b1 ** (t + 1)) * weight_decay * w
+        else:   # decoupled decay with the plain rate (AdamW)
+            w = w - lr * weight_decay * w
         if bias_correction:  # PyTorch's form: epsilon after the correction of sqrt(v)
             m_hat, v_hat = m / (1 - b1 ** (t + 1)), v / (1 - b2 ** (t + 1))
             return w - lr * m_hat / (np.sqrt(v_hat) + eps)

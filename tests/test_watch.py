@@ -40,12 +40,14 @@ def _train(seen, form=tp.Numpy, extra=None):
 
 
 def _oracle(w):
-    """logits = x @ w.T and d mean(CE)/d logits = (softmax - onehot) / batch, in float64."""
+    """logits = x @ w.T, the watched diff d sum(CE)/d logits = softmax - onehot (OneFlow
+    seeds the loss's diff with ones), and the update with the model diff scaled by 1/batch
+    (the loss's instance count), in float64."""
     logits = X.astype(np.float64) @ w.T.astype(np.float64)
     p = np.exp(logits - logits.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    grad = (p - np.eye(5)[Y]) / len(Y)
-    return logits, grad, w - 0.1 * (grad.T @ X)
+    grad = p - np.eye(5)[Y]
+    return logits, grad, w - 0.1 * (grad.T @ X) / len(Y)
 
 
 def test_values_and_gradients_match_a_numpy_oracle_step_after_step():
@@ -68,9 +70,9 @@ def test_the_gradient_agrees_with_central_differences():
     train(X, Y)
     diff = seen[1][1].astype(np.float64)
 
-    def mean_loss(logits):
+    def summed_loss(logits):   # the per-sample losses, each seeded with a diff of one
         p = np.exp(logits - logits.max(1, keepdims=True))
-        return float(np.mean(-np.log(p[np.arange(4), Y] / p.sum(1))))
+        return float(np.sum(-np.log(p[np.arange(4), Y] / p.sum(1))))
     logits = seen[0][1].astype(np.float64)
     eps = 1e-6
     numeric = np.zeros_like(logits)
@@ -78,7 +80,7 @@ def test_the_gradient_agrees_with_central_differences():
         up, down = logits.copy(), logits.copy()
         up[index] += eps
         down[index] -= eps
-        numeric[index] = (mean_loss(up) - mean_loss(down)) / (2 * eps)
+        numeric[index] = (summed_loss(up) - summed_loss(down)) / (2 * eps)
     np.testing.assert_allclose(diff, numeric, rtol=1e-4, atol=1e-6)
 
 
@@ -142,3 +144,85 @@ def test_misuse_is_refused_with_clear_errors():
         return x
     with pytest.raises(TypeError, match="handler_or_prompt must be a callable"):
         bad_handler(X)
+
+
+def test_a_watched_variable_gets_the_ones_seeded_diff_while_its_update_uses_the_mean():
+    # OneFlow scales only the model diffs that feed the update by 1/(loss instance
+    # count); the diff a watcher sees is the ones-seeded one.
+    seen = []
+
+    @flow.global_function(type="train")
+    def fit(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3,), initializer=flow.ones_initializer())
+        flow.watch_diff(w, seen.append)
+        loss = w * x   # per-element loss: 12 instances
+        flow.optimizer.SGD(0.5, momentum=0).minimize(loss)
+        return loss
+
+    fit(X)
+    np.testing.assert_allclose(seen[0], X.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(flow.get_all_variables()["w"],
+                               1 - 0.5 * X.sum(0) / X.size, rtol=1e-6)
+
+
+def test_handlers_receive_the_form_their_annotation_names_as_in_oneflow():
+    got = {}
+
+    def plain(blob):
+        got["plain"] = blob
+
+    def as_numpy(value: tp.Numpy):
+        got["numpy"] = value
+
+    def as_list(value: tp.ListNumpy):
+        got["list"] = value
+
+    def as_list_list(value: tp.ListListNumpy):
+        got["list_list"] = value
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        y = x + 1
+        for handler in (plain, as_numpy, as_list, as_list_list):
+            flow.watch(y, handler)
+        return y
+
+    job(X)
+    np.testing.assert_array_equal(got["plain"].numpy(), X + 1)        # a blob-like value
+    np.testing.assert_array_equal(got["plain"].numpy_list()[0], X + 1)
+    assert type(got["numpy"]) is np.ndarray
+    assert isinstance(got["list"], list) and len(got["list"]) == 1
+    np.testing.assert_array_equal(got["list"][0], X + 1)
+    np.testing.assert_array_equal(got["list_list"][0][0], X + 1)
+
+
+def test_an_integer_blob_can_be_watched_and_its_diff_is_zeros():
+    values, diffs = [], []
+
+    @flow.global_function(type="train")
+    def fit(x: tp.Numpy.Placeholder((4, 3)),
+            y: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 5), initializer=flow.ones_initializer())
+        flow.watch(y, values.append)
+        flow.watch_diff(y, diffs.append)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, flow.matmul(x, w))
+        flow.optimizer.SGD(0.1, momentum=0).minimize(loss)
+        return loss
+
+    fit(X, Y)
+    np.testing.assert_array_equal(values[0].numpy(), Y)
+    assert diffs[0].dtype == np.int32
+    np.testing.assert_array_equal(diffs[0].numpy(), np.zeros(4, np.int32))
+
+
+def test_a_handler_with_an_annotation_oneflow_refuses_is_refused():
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        flow.watch(x, lambda value: None)
+
+        def wrong(value: int):
+            pass
+        flow.watch(x, wrong)
+        return x
+    with pytest.raises(TypeError, match="annotation must be tp.Numpy"):
+        job(X)

@@ -32,7 +32,7 @@ import threading
 from .base import Backend, BackendUnavailable
 
 __all__ = ["Backend", "BackendUnavailable", "named", "gpu_usable", "gpu_unusable_reason",
-           "for_job", "use", "simulating_gpu", "simulating", "ENV_VAR"]
+           "for_job", "device_override", "use", "simulating_gpu", "simulating", "ENV_VAR"]
 
 ENV_VAR = "AIOFLOW_DEVICE"
 _lock = threading.Lock()
@@ -109,6 +109,16 @@ def simulating() -> bool:
     return bool(_simulated_gpus)
 
 
+def device_override() -> str | None:
+    """``$AIOFLOW_DEVICE`` as given (lower case, e.g. "cpu" or "gpu"), or None when unset.
+
+    >>> import os
+    >>> os.environ.get(ENV_VAR) is not None or device_override() is None
+    True
+    """
+    return os.environ.get(ENV_VAR, "").strip().lower() or None
+
+
 def for_job(devices: set[str]) -> Backend:
     """The backend of a job whose ops were placed on ``devices`` ({"cpu", "gpu"}; a node
     outside any placement block says "default")."""
@@ -117,7 +127,7 @@ def for_job(devices: set[str]) -> Backend:
     wants_gpu = "gpu" in devices or ("default" in devices and _gpu_by_default())
     if wants_gpu and _simulated_gpus:
         return _simulated_gpus[-1]
-    override = os.environ.get(ENV_VAR, "").strip().lower()
+    override = device_override()
     if override:
         return _from_override(override)
     if wants_gpu and gpu_usable():

@@ -47,19 +47,17 @@ save that wrote it may have been interrupted); ``on_incomplete="error"`` or
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import math
 import os
 import re
-import secrets
 import shutil
 import warnings
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from . import recovery as _recovery
+from . import swap as _swap
 from ..callsite import user_stacklevel
 
 __all__ = [
@@ -79,30 +77,9 @@ __all__ = [
     "parse_meta",
 ]
 
-DATA_FILENAME = "out"
-META_FILENAME = "meta"
-DONE_FILENAME = "snapshot_done"
-# aioflow's addition to OneFlow's layout: the sha256 of a variable's ``out`` and ``meta``,
-# in ``sha256sum``'s format (so ``cd <var> && sha256sum -c sha256sum`` checks it too).
-# OneFlow's readers open a variable's ``out`` and ``meta`` by name, so the extra file
-# changes nothing for them; checkpoints without it (OneFlow's own) load unverified.
-SUM_FILENAME = "sha256sum"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be written or read; the message names the variable and file."""
-
-
-class CheckpointExistsError(CheckpointError, FileExistsError):
-    """The save target exists and is not an empty directory (and ``overwrite`` is off)."""
-
-
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """The checkpoint directory does not exist or is not a directory."""
-
-
-class CheckpointWarning(UserWarning):
-    """A checkpoint loads, but something about it is suspicious (no ``snapshot_done``)."""
+from .base import (DATA_FILENAME, DONE_FILENAME, META_FILENAME, SUM_FILENAME,  # noqa: F401
+                   CheckpointError, CheckpointExistsError, CheckpointNotFoundError,
+                   CheckpointWarning, write_error as _write_error)
 
 
 # --------------------------------------------------------------------------- dtypes
@@ -392,14 +369,6 @@ def _write_variable(tmp: str, name: str, arr: np.ndarray) -> None:
         raise _write_error(f"variable {name!r}: cannot write {vdir!r}", e) from e
 
 
-def _write_error(what: str, e: OSError) -> CheckpointError:
-    """A CheckpointError for a failed write, saying plainly when the disk is full (the
-    caller's except clause adds what became of the previous checkpoint)."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return CheckpointError(f"{what}: no space left on device ({e.strerror or e})")
-    return CheckpointError(f"{what}: {e}")
-
-
 # ------------------------------------------------------------------------ checksums
 def _sha256(data) -> str:
     """Hex sha256 of bytes or a C-contiguous array's memory (hashlib reads it in place)."""
@@ -440,38 +409,6 @@ def parse_sums(text: str) -> dict[str, str]:
     return sums
 
 
-def _make_sibling(parent: str, base: str, tag: str) -> str:
-    for _ in range(100):
-        candidate = os.path.join(parent, f".{base}.{tag}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(candidate)
-            return candidate
-        except FileExistsError:
-            continue
-    raise CheckpointError(f"cannot create a temporary directory in {parent!r}")
-
-
-def _unused_sibling(parent: str, base: str, tag: str) -> str:
-    while True:
-        candidate = os.path.join(parent, f".{base}.{tag}-{secrets.token_hex(4)}")
-        if not os.path.lexists(candidate):
-            return candidate
-
-
-def _looks_like_checkpoint(root: str, entries) -> None:
-    for entry in entries:
-        full = os.path.join(root, entry)
-        if entry == DONE_FILENAME and os.path.isfile(full) and not os.path.islink(full):
-            continue
-        if (os.path.isdir(full) and not os.path.islink(full)
-                and set(os.listdir(full)) <= {DATA_FILENAME, META_FILENAME, SUM_FILENAME}):
-            continue
-        raise CheckpointError(
-            f"refusing to overwrite {root!r}: it does not look like a checkpoint directory "
-            f"(unexpected entry {full!r}); remove it yourself or choose another path"
-        )
-
-
 # ---------------------------------------------------------------------------- save
 def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = False) -> None:
     """Save ``arrays`` as a OneFlow checkpoint directory at ``path``, atomically.
@@ -504,7 +441,7 @@ def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = Fal
     >>> save_arrays(d, {"w": np.zeros(1, np.float32)})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    aioflow.checkpoint.io.CheckpointExistsError: checkpoint directory ... is not empty; ...
+    aioflow.checkpoint.base.CheckpointExistsError: checkpoint directory ... is not empty; ...
     >>> save_arrays(d, {"w": np.zeros(1, np.float32)}, overwrite=True)
     >>> sorted(os.listdir(d))
     ['snapshot_done', 'w']
@@ -540,37 +477,18 @@ def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = Fal
     if not base:
         raise CheckpointError(f"cannot save a checkpoint as {target!r}")
     _require_directory_parent(target)
-    _tidy(target, on_missing="save")
-    state = "absent"
-    if os.path.lexists(target):
-        if not os.path.isdir(target):
-            raise CheckpointExistsError(
-                f"cannot save checkpoint to {target!r}: it exists and is not a directory"
-            )
-        entries = os.listdir(target)
-        if entries and not overwrite:
-            raise CheckpointExistsError(
-                f"checkpoint directory {target!r} is not empty; pass overwrite=True to "
-                "replace it (OneFlow refused to save into a non-empty folder)"
-            )
-        if entries:
-            _looks_like_checkpoint(target, entries)
-            state = "replace"
-        else:
-            state = "empty"
+    _swap.tidy(target, on_missing="save")
+    _swap.check_target(target, overwrite)   # refused before anything is written
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as e:
         raise _write_error(f"cannot create the folder {parent!r} for checkpoint {target!r}",
                            e) from e
 
-    # 2. Write into a sibling temp dir, then rename into place. The temp dir is locked
-    # while this save runs, so the save of another thread or process does not take it
-    # for an abandoned leftover (recovery.tidy).
-    tmp = _make_sibling(parent, base, "tmp")
-    lock = None
+    # 2. Write into a sibling temp dir, then rename into place (checkpoint.swap: it is
+    # locked while this save runs, so no clean-up takes it for an abandoned leftover).
+    tmp, lock = _swap.create_tmp(parent, base, target)
     try:
-        lock = _recovery.DirLock(tmp)
         for name, arr in prepared:
             _write_variable(tmp, name, arr)
         try:
@@ -578,18 +496,15 @@ def save_arrays(path, arrays: Mapping[str, np.ndarray], *, overwrite: bool = Fal
         except OSError as e:
             raise _write_error(f"cannot write {DONE_FILENAME!r} in {tmp!r}", e) from e
         _fsync_dir(tmp)
-        _install(tmp, target, state, parent, base)
+        _swap.install(tmp, target, overwrite)
     except CheckpointError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if state == "replace" and not isinstance(e, CheckpointExistsError):
-            e.add_note(f"the previous checkpoint at {target!r} is unchanged")
-        raise
+        raise _swap.unchanged(e, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        if lock is not None:
-            lock.release()
+        lock.release()
     _fsync_dir(parent)
 
 
@@ -605,66 +520,6 @@ def _require_directory_parent(target: str) -> None:
         if up == path:
             break
         path = up
-
-
-def _tidy(target: str, on_missing: str) -> None:
-    """Recover ``target`` from the ``.old`` copy of an interrupted overwrite, and delete
-    the leftovers of interrupted saves of it (checkpoint.recovery). A load (``on_missing
-    ="load"``) of a missing target that could not be recovered names the leftovers."""
-    tidied = _recovery.tidy(target, DONE_FILENAME)
-    if tidied.restored_from is not None:
-        warnings.warn(
-            f"checkpoint {target!r} was missing: a save that replaced it was interrupted "
-            f"between its two renames; restored the previous checkpoint from "
-            f"{tidied.restored_from!r}", CheckpointWarning, stacklevel=user_stacklevel())
-    if on_missing == "load" and not os.path.lexists(target):
-        olds = [p for p in tidied.stuck + tidied.in_use
-                if os.path.basename(p).startswith(f".{os.path.basename(target)}.old-")]
-        if olds:
-            raise CheckpointNotFoundError(
-                f"checkpoint directory {target!r} does not exist; an interrupted or running "
-                f"save left the previous checkpoint in {olds[0]!r} (it could not be renamed "
-                "back: load that path, or rename it yourself)")
-
-
-def _install(tmp: str, target: str, state: str, parent: str, base: str) -> None:
-    try:
-        if state == "absent":
-            os.rename(tmp, target)
-        elif state == "empty":
-            try:
-                os.rename(tmp, target)  # POSIX: atomically replaces an empty directory
-            except OSError:
-                os.rmdir(target)
-                os.rename(tmp, target)
-        else:
-            # Locked before it moves aside, so that while it is ".old" no concurrent
-            # tidy() mistakes it for the leftover of a dead save (the lock follows it).
-            held = _recovery.DirLock(target)
-            try:
-                old = _unused_sibling(parent, base, "old")
-                os.rename(target, old)
-                try:
-                    os.rename(tmp, target)
-                except BaseException:
-                    os.rename(old, target)
-                    raise
-                try:
-                    shutil.rmtree(old)
-                except OSError as e:
-                    warnings.warn(
-                        f"saved checkpoint {target!r}, but could not delete the previous "
-                        f"one moved aside to {old!r}: {e}", CheckpointWarning,
-                        stacklevel=user_stacklevel(),
-                    )
-            finally:
-                held.release()
-    except OSError as e:
-        if state != "replace" and os.path.isdir(target) and os.listdir(target):
-            raise CheckpointExistsError(
-                f"checkpoint directory {target!r} appeared while saving and is not empty: {e}"
-            ) from e
-        raise CheckpointError(f"cannot move the checkpoint into place at {target!r}: {e}") from e
 
 
 # ---------------------------------------------------------------------------- read
@@ -710,15 +565,19 @@ def read_arrays(
     >>> read_arrays(d, {"dense-bias": ((4,), np.float32)})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    aioflow.checkpoint.io.CheckpointError: invalid checkpoint ...: variable 'dense-bias': data file '...out' has 12 bytes, expected 16 ...
+    aioflow.checkpoint.base.CheckpointError: invalid checkpoint ...: variable 'dense-bias': data file '...out' has 12 bytes, expected 16 ...
     >>> tmp.cleanup()
     """
     if on_incomplete not in ("warn", "error", "ignore"):
         raise ValueError(f"on_incomplete must be 'warn', 'error' or 'ignore', got {on_incomplete!r}")
     root = _root(path)
-    _tidy(root, on_missing="load")
-    _require_checkpoint_dir(root)
+    with _swap.reading(root):   # no save moves it away while it is read
+        return _read(root, expected, names, strict, on_incomplete)
 
+
+def _read(root, expected, names, strict, on_incomplete) -> dict[str, np.ndarray]:
+    """read_arrays() of the checkpoint folder ``root``, with the reading lock held."""
+    _require_checkpoint_dir(root)
     done = os.path.join(root, DONE_FILENAME)
     if on_incomplete != "ignore" and not os.path.isfile(done):
         msg = (
@@ -879,9 +738,9 @@ def variable_names(path) -> list[str]:
     ['a', 'b']
     """
     root = _root(path)
-    _tidy(root, on_missing="load")
-    _require_checkpoint_dir(root)
-    return _names_in(root)
+    with _swap.reading(root):
+        _require_checkpoint_dir(root)
+        return _names_in(root)
 
 
 def _names_in(root: str) -> list[str]:

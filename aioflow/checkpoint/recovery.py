@@ -33,10 +33,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None
+from .locks import DirLock, scanning
 
 __all__ = ["Tidied", "DirLock", "leftovers", "tidy"]
 
@@ -60,30 +57,6 @@ def leftovers(parent: str, base: str) -> list[tuple[str, str]]:
     return found
 
 
-class DirLock:
-    """An exclusive ``flock`` on a directory, held until :meth:`release` (or process death).
-
-    ``DirLock(path, wait=False)`` raises ``BlockingIOError`` when another holder has it.
-    """
-
-    def __init__(self, path: str, wait: bool = True):
-        self.fd = None
-        if fcntl is None:  # pragma: no cover
-            return
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)   # closing the last descriptor drops the flock
-            self.fd = None
-
-
 @dataclass
 class Tidied:
     """What :func:`tidy` did: the ``.old`` copy it renamed back into place (if any), the
@@ -101,17 +74,20 @@ def tidy(target: str, done_filename: str) -> Tidied:
     result = Tidied()
     held: list[tuple[str, str, DirLock]] = []
     try:
-        for kind, path in leftovers(parent, base):
-            try:
-                lock = DirLock(path, wait=False)
-            except BlockingIOError:
-                result.in_use.append(path)
-                continue
-            except OSError:   # vanished meanwhile, or not a directory we can open
-                if os.path.lexists(path) and not os.path.isdir(path):
-                    _remove(path, result)
-                continue
-            held.append((kind, path, lock))
+        # Under the parent's lock: a save creating its folder waits, so every unlocked
+        # leftover found here is a dead save's (locks.creating).
+        with scanning(parent):
+            for kind, path in leftovers(parent, base):
+                try:
+                    lock = DirLock(path, wait=False)
+                except BlockingIOError:
+                    result.in_use.append(path)
+                    continue
+                except OSError:   # vanished meanwhile, or not a directory we can open
+                    if os.path.lexists(path) and not os.path.isdir(path):
+                        _remove(path, result)
+                    continue
+                held.append((kind, path, lock))
         if not os.path.lexists(target):
             complete = [(os.path.getmtime(os.path.join(p, done_filename)), p)
                         for kind, p, _ in held

@@ -15,11 +15,12 @@ def _reachable_from(graph: Graph, sources: set[int]) -> set[int]:
 
 
 def gradients(graph: Graph, loss: Blob, wrt: list[Blob]) -> dict[int, Blob]:
-    """Blobs holding d(sum(loss) / loss.size)/d(w) for each ``w`` in ``wrt``, by blob id.
+    """Blobs holding d(sum(loss))/d(w) for each ``w`` in ``wrt``, by blob id.
 
-    Dividing by the element count is OneFlow's rule for ``minimize`` on a non-scalar loss:
-    a per-sample loss trains like its mean. ``wrt`` blobs without a path to the loss are
-    absent from the result.
+    The loss's own diff is seeded with ones, as OneFlow's autograd pass does; what
+    ``flow.watch_diff`` reports. ``minimize`` then scales the model diffs alone by
+    1/(the loss's element count) (:func:`model_diff_scale`), so a per-sample loss trains
+    like its mean. ``wrt`` blobs without a path to the loss are absent from the result.
     """
     if not loss.dtype.is_floating:
         raise TypeError(f"minimize: the loss must be floating point, got {loss.dtype.name}")
@@ -28,7 +29,7 @@ def gradients(graph: Graph, loss: Blob, wrt: list[Blob]) -> dict[int, Blob]:
         return {}
     forward_nodes = list(graph.nodes)
     grads: dict[int, Blob] = {
-        loss.id: constant(value=1.0 / max(loss.size, 1), shape=loss.shape, dtype=loss.dtype)
+        loss.id: constant(value=1.0, shape=loss.shape, dtype=loss.dtype)
     }
     for node in reversed(forward_nodes):
         output_grads = [grads.get(b.id) for b in node.outputs]
@@ -52,3 +53,10 @@ def gradients(graph: Graph, loss: Blob, wrt: list[Blob]) -> dict[int, Blob]:
             previous = grads.get(blob.id)
             grads[blob.id] = grad if previous is None else add_op(previous, grad)
     return {w.id: grads[w.id] for w in wrt if w.id in grads}
+
+
+def model_diff_scale(loss: Blob) -> float:
+    """The factor OneFlow applies to the model diffs of ``loss`` (and to nothing else):
+    1/(its instance count), the element count of the loss blob
+    (``ScaleModelDiffByConstantLossInstanceNum`` in OneFlow's ``job_rewriter/autograd.cpp``)."""
+    return 1.0 / max(loss.size, 1)

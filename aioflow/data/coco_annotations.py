@@ -89,20 +89,23 @@ def load_index(annotation_file: str, image_dir: str, what: str) -> CocoIndex:
     try:
         with open(annotation_file, encoding="utf-8") as f:
             data = json.load(f)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what}: {annotation_file} is not JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: arrays nested deeper than the parser's stack (a hostile file)
+        raise ValueError(f"{what}: {annotation_file} is not JSON: "
+                         f"{exc if not isinstance(exc, RecursionError) else 'nested too deep'}"
+                         ) from None
     where = f"{what}: {annotation_file}"
     images = {}
     for entry in _list(data, "images", where):
-        image = CocoImage(int(_key(entry, "id", where)), str(_key(entry, "file_name", where)),
-                          int(_key(entry, "height", where)), int(_key(entry, "width", where)))
+        image = CocoImage(_int(entry, "id", where), _str(entry, "file_name", where),
+                          _int(entry, "height", where), _int(entry, "width", where))
         if image.id in images:
             raise ValueError(f"{where}: image id {image.id} appears twice")
         if image.height <= 0 or image.width <= 0:
             raise ValueError(f"{where}: image {image.id} has size {image.height}x{image.width}")
         images[image.id] = image
     labels = {cat_id: label for label, cat_id in enumerate(
-        sorted(int(_key(c, "id", where)) for c in _list(data, "categories", where)), start=1)}
+        sorted(_int(c, "id", where) for c in _list(data, "categories", where)), start=1)}
     for anno in _list(data, "annotations", where):
         _add_annotation(anno, images, labels, where)
     kept = [images[i] for i in sorted(images) if _has_valid_annotations(images[i])]
@@ -114,23 +117,30 @@ def _add_annotation(anno, images, labels, where) -> None:
     if anno.get("iscrowd", 0) == 1:   # OneFlow ignores crowd regions
         return
     image_id = _key(anno, "image_id", where)
-    if image_id not in images:
-        raise ValueError(f"{where}: annotation {anno_id} refers to no image ({image_id})")
+    if not _is_int(image_id) or image_id not in images:
+        raise ValueError(f"{where}: annotation {anno_id!r} refers to no image "
+                         f"({str(image_id)[:40]})")
     bbox = _key(anno, "bbox", where)
-    if not isinstance(bbox, list) or len(bbox) != 4:
-        raise ValueError(f"{where}: annotation {anno_id}: bbox must be [x, y, w, h], got "
-                         f"{bbox!r}")
-    if _key(anno, "category_id", where) not in labels:
-        raise ValueError(f"{where}: annotation {anno_id}: category_id "
-                         f"{anno['category_id']} is not among the categories")
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(map(_is_finite, bbox)):
+        raise ValueError(f"{where}: annotation {anno_id!r}: bbox must be [x, y, w, h] of "
+                         f"finite numbers, got {str(bbox)[:80]}")
+    category = _key(anno, "category_id", where)
+    if not _is_int(category) or category not in labels:
+        raise ValueError(f"{where}: annotation {anno_id!r}: category_id "
+                         f"{str(category)[:40]} is not among the categories")
     segmentation = anno.get("segmentation", [])
     if not isinstance(segmentation, list):
         raise ValueError(f"{where}: annotation {anno_id}: segmentation must be a list of "
                          "polygons (run-length encodings are for crowd regions)")
     for polygon in segmentation:
-        if not isinstance(polygon, list) or len(polygon) <= 6 or len(polygon) % 2:
-            raise ValueError(f"{where}: annotation {anno_id}: each polygon needs an even "
-                             "number of coordinates, more than 6")
+        if (not isinstance(polygon, list) or len(polygon) <= 6 or len(polygon) % 2
+                or not all(map(_is_finite, polygon))):
+            raise ValueError(f"{where}: annotation {anno_id!r}: each polygon needs an even "
+                             "number of coordinates, more than 6, all finite numbers")
+    keypoints = anno.get("keypoints", [])
+    if not isinstance(keypoints, list) or not all(map(_is_finite, keypoints)):
+        raise ValueError(f"{where}: annotation {anno_id!r}: keypoints must be a list of "
+                         "numbers")
     images[image_id].annotations.append({**anno, "segmentation": segmentation})
 
 
@@ -157,3 +167,29 @@ def _key(entry, key, where):
     if not isinstance(entry, dict) or key not in entry:
         raise ValueError(f"{where}: an entry lacks {key!r}: {str(entry)[:80]}")
     return entry[key]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite(value) -> bool:
+    """A JSON number a float32 holds (the boxes and polygons become float32)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and abs(value) <= 3.4e38)
+
+
+def _int(entry, key, where) -> int:
+    value = _key(entry, key, where)
+    if not _is_int(value) or abs(value) >= 2 ** 63:
+        raise ValueError(f"{where}: {key!r} must be an integer, got {str(value)[:40]} in "
+                         f"{str(entry)[:80]}")
+    return value
+
+
+def _str(entry, key, where) -> str:
+    value = _key(entry, key, where)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: {key!r} must be a string, got {str(value)[:40]} in "
+                         f"{str(entry)[:80]}")
+    return value

@@ -150,13 +150,12 @@ class Loader:
 
     async def __aiter__(self):
         batches = self._start()
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 try:
                     item = batches.get_nowait()
-                except queue.Empty:
-                    item = await loop.run_in_executor(None, _get_or_stop, batches, self._stop)
+                except queue.Empty:    # waits off the loop (asyncio's or trio's)
+                    item = await _wait_for_batch(batches, self._stop)
                 if item is _END or item is _STOPPED:
                     return
                 if isinstance(item, _Failure):
@@ -164,6 +163,21 @@ class Loader:
                 yield item
         finally:
             self.close()
+
+
+async def _wait_for_batch(batches: queue.Queue, stop: threading.Event):
+    """The next item of ``batches``, waited for on a worker thread: asyncio's default
+    executor, or under trio (anyio's other backend) one of trio's worker threads. Only
+    when the prefetched batches ran out, so a loader that keeps ahead never hops.
+    Cancelled, the wait is abandoned; the worker thread ends with the loader (``close``
+    sets ``stop``)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:   # a trio task
+        import anyio.to_thread
+        return await anyio.to_thread.run_sync(_get_or_stop, batches, stop,
+                                              abandon_on_cancel=True)
+    return await loop.run_in_executor(None, _get_or_stop, batches, stop)
 
 
 def _get_or_stop(batches: queue.Queue, stop: threading.Event):

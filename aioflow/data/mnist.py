@@ -209,7 +209,7 @@ def _find_local(accepted, dirs) -> Path | None:
                     f"(its sha256 is {actual}, expected {' or '.join(sorted(accepted))}; "
                     "pass hash_check=None to skip the check)"
                 )
-        print("File mnist.npz already exist, path:", _display(path))
+        _StatusLine().end(f"File mnist.npz already exist, path: {_display(path)}")
         return path
     return None
 
@@ -235,35 +235,62 @@ def _locate_or_download(url, hash_check, out_dir, data_dir, allow_subset) -> Pat
     download_dir = Path(os.path.expanduser(os.fspath(out_dir))) if out_dir is not None else cache_dir()
     if not isinstance(url, str) or not url:
         raise ValueError(f"url must be a non-empty string, got {url!r}")
+    line = _StatusLine()
     if _env_flag(OFFLINE_ENV):   # no download attempt at all
         if allow_subset:
-            print(f"mnist.npz not found and ${OFFLINE_ENV} is set: {_SUBSET_NOTE}",
-                  flush=True)
+            line.end(f"mnist.npz not found and ${OFFLINE_ENV} is set: {_SUBSET_NOTE}")
             return None
         raise DatasetUnavailableError(
             f"MNIST is unavailable: mnist.npz was not found locally and ${OFFLINE_ENV} is "
             f"set (no download)\n{_help_text(url, dirs, download_dir)}")
-    print(f"Downloading {url} to {download_dir / MNIST_FILENAME} ... ", end="", flush=True)
+    line.start(f"Downloading {url} to {download_dir / MNIST_FILENAME} ... ")
     try:
         path = _download.download(url, download_dir / MNIST_FILENAME, accepted, quiet=True)
     except DatasetUnavailableError as exc:
         help_text = _help_text(url, dirs, download_dir)
         if isinstance(exc, ChecksumError):
-            print("failed", flush=True)
+            line.end("failed")
             raise ChecksumError(f"{exc}\n{help_text}") from exc
         if allow_subset:
             reason = str(exc).removeprefix(f"could not download {url}: ")
-            print(f"failed ({reason}); {_SUBSET_NOTE}", flush=True)
+            line.end(f"failed ({reason}); {_SUBSET_NOTE}")
             return None
-        print("failed", flush=True)
+        line.end("failed")
         raise DatasetUnavailableError(
             f"MNIST is unavailable: mnist.npz was not found locally and {exc}\n{help_text}"
         ) from exc
     except BaseException:
-        print("failed", flush=True)
+        line.end("failed")
         raise
-    print("done", flush=True)
+    line.end("done")
     return path
+
+
+class _StatusLine:
+    """The download's one line, printed by rank 0 only: under ``aioflow.launch`` every
+    rank loads the data, and N copies of the same line say nothing more than one. In a
+    world of several ranks the line is printed whole once its outcome is known, so that
+    another rank's output never lands in the middle of it; alone, its start shows at
+    once (a download may take a while) and the outcome completes it."""
+
+    def __init__(self):
+        from ..distributed import world
+        place = world()
+        self.quiet = place.rank != 0
+        self.whole = place.size > 1
+        self.text = ""
+
+    def start(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.whole:
+            self.text = text
+        else:
+            print(text, end="", flush=True)
+
+    def end(self, text: str) -> None:
+        if not self.quiet:
+            print(self.text + text, flush=True)
 
 
 _SUBSET_NOTE = ("using the 10,000 real MNIST digits bundled with aioflow "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import os
 import struct
 import types
@@ -131,9 +132,13 @@ def make_record(features: dict):
 
 
 def parse_record(data: bytes):
-    """The ``OFRecord`` message serialized in ``data``."""
+    """The ``OFRecord`` message serialized in ``data``; ValueError if it is not one."""
+    from google.protobuf.message import DecodeError
     record = messages().OFRecord()
-    record.ParseFromString(data)
+    try:
+        record.ParseFromString(data)
+    except (DecodeError, RecursionError) as err:   # nesting beyond protobuf's limit
+        raise ValueError(f"not an OFRecord message ({err or type(err).__name__})") from None
     return record
 
 
@@ -152,20 +157,29 @@ def _encode(record) -> bytes:
 
 
 def read_records(path) -> Iterator[bytes]:
-    """The serialized records of one part file, in order. ValueError naming the file and
-    the offset for a truncated file or an impossible length."""
+    """The serialized records of one part file, in order. ValueError naming the file, the
+    record and its offset for a truncated file or an impossible length. A length beyond
+    the rest of the file is refused before anything is read: a record that declares 4 GB
+    allocates nothing."""
     path = os.fspath(path)
     with open(path, "rb") as stream:
-        while True:
+        file_size = os.fstat(stream.fileno()).st_size
+        for index in itertools.count():
             offset = stream.tell()
             head = stream.read(_LENGTH.size)
             if not head:
                 return
             (size,) = _LENGTH.unpack(head) if len(head) == _LENGTH.size else (-1,)
-            data = stream.read(size) if size > 0 else b""
-            if size <= 0 or len(data) != size:
-                raise ValueError(f"OFRecord file {path}: broken record at byte {offset} "
-                                 "(truncated, or not an OFRecord file)")
+            left = file_size - offset - len(head)
+            if size <= 0 or size > left:
+                found = (f"a length of {size} bytes, {left} left in the file" if size > 0
+                         else "no valid length")
+                raise ValueError(f"OFRecord file {path}: broken record {index} at byte "
+                                 f"{offset}: {found} (truncated, or not an OFRecord file)")
+            data = stream.read(size)
+            if len(data) != size:   # the file shrank while being read
+                raise ValueError(f"OFRecord file {path}: broken record {index} at byte "
+                                 f"{offset}: truncated while reading")
             yield data
 
 

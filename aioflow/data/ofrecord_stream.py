@@ -66,8 +66,19 @@ class RecordStream:
         """The first record of the first part file (trace-time shape inference)."""
         for path in self.paths:
             for data in self.read(path):
-                return self.parse(data)
+                return self._parsed((path, 0, data))
         raise ValueError(f"the part files {self.paths} hold no records")
+
+    def _parsed(self, item):
+        """``parse`` of one ``(path, index, data)``; its ValueError names the file and the
+        record (the bytes come from files users download: untrusted)."""
+        path, index, data = item
+        try:
+            return self.parse(data)
+        except ValueError as err:
+            if str(err).startswith(f"{path}, record "):   # named already
+                raise
+            raise type(err)(f"{path}, record {index}: {err}") from None
 
     def batches(self) -> Iterator[list]:
         rng = np.random.default_rng(self.seed)
@@ -78,15 +89,17 @@ class RecordStream:
         if self.random_shuffle and self.shuffle_batches:
             batches = _buffer_shuffle(batches, self.shuffle_buffer_size, rng)
         for batch in batches:
-            yield [self.parse(data) for data in batch]
+            yield [self._parsed(item) for item in batch]
 
-    def _records(self, rng) -> Iterator[bytes]:
+    def _records(self, rng) -> Iterator[tuple[str, int, bytes]]:
+        """``(path, index in its file, bytes)`` of every record, epoch after epoch."""
         order = list(self.paths)
         for epoch in itertools.count():
             if self.shuffle_after_epoch and epoch >= self.first_shuffled_epoch:
                 order = [order[i] for i in rng.permutation(len(order))]
             for path in order:
-                yield from self.read(path)
+                for index, data in enumerate(self.read(path)):
+                    yield path, index, data
 
 
 class ReaderBatch:

@@ -30,6 +30,7 @@ big-endian, and refuses such files, as aioflow does.)
 """
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from typing import Iterable, Iterator
@@ -100,17 +101,20 @@ def read_records(path) -> Iterator[bytes]:
     expected and found."""
     path = os.fspath(path)
     with open(path, "rb") as stream:
-        while True:
+        file_size = os.fstat(stream.fileno()).st_size
+        for index in itertools.count():
             offset = stream.tell()
             header = stream.read(_HEADER_SIZE)
             if not header:
                 return
-            yield _read_frame(stream, header, path, offset)
+            yield _read_frame(stream, header, path, offset, index, file_size)
 
 
-def _read_frame(stream, header: bytes, path: str, offset: int) -> bytes:
+def _read_frame(stream, header: bytes, path: str, offset: int, index: int,
+                file_size: int) -> bytes:
     def broken(what: str) -> OneRecFileError:
-        return OneRecFileError(f"OneRec file {path}: broken record at byte {offset}: {what}")
+        return OneRecFileError(f"OneRec file {path}: broken record {index} at byte "
+                               f"{offset}: {what}")
     if len(header) < _HEADER_SIZE:
         raise broken(f"the header needs {_HEADER_SIZE} bytes, the file ends after "
                      f"{len(header)} (truncated)")
@@ -127,6 +131,10 @@ def _read_frame(stream, header: bytes, path: str, offset: int) -> bytes:
     if size < 0:
         raise broken(f"payload size {size}, expected 0 or more")
     padded = size + (-size % _ALIGN)
+    left = file_size - offset - _HEADER_SIZE
+    if padded + _DIGEST.size > left:   # refused before reading: a declared 2 GB allocates nothing
+        raise broken(f"a payload of {size} bytes needs {padded + _DIGEST.size} bytes after "
+                     f"the header, the file ends after {left} (truncated)")
     body = stream.read(padded + _DIGEST.size)
     if len(body) < padded + _DIGEST.size:
         raise broken(f"a payload of {size} bytes needs {padded + _DIGEST.size} bytes after "

@@ -179,7 +179,8 @@ def parse_example(data: bytes, verify: bool = True) -> dict[str, Tensor]:
                            f"(found {bytes(data[4:8])!r})")
     try:
         return _parse(data)
-    except (struct.error, ValueError, IndexError, UnicodeDecodeError) as err:
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError, TypeError,
+            OverflowError) as err:   # TypeError: flatbuffers' own check of a number
         if isinstance(err, ExampleError):
             raise
         raise ExampleError(f"not a well-formed OneRec Example ({err})") from None
@@ -236,7 +237,13 @@ def _vector_positions(table, slot: int) -> list[int]:
     if not o:
         return []
     start = table.Vector(o)
-    return [start + 4 * i for i in range(table.VectorLen(o))]
+    count = table.VectorLen(o)
+    # Checked before the list is built: a hostile length field (up to 2**32 - 1) would
+    # otherwise build billions of positions, minutes of work and gigabytes of memory.
+    if start + 4 * count > len(table.Bytes):
+        raise ExampleError(f"not a well-formed OneRec Example (a vector of {count} offsets "
+                           f"runs past the end of its {len(table.Bytes)} bytes)")
+    return [start + 4 * i for i in range(count)]
 
 
 def _tables(table, slot: int) -> list:

@@ -56,6 +56,19 @@ class Blob:
         return self.name if self.producer is None else self.producer.name
 
     @property
+    def is_dynamic(self) -> bool:
+        """OneFlow's flag: the shape follows a dynamic (mirrored) input, or is
+        data-dependent, so a step may see a smaller one (``ir/blob_facts.py``)."""
+        from .blob_facts import is_dynamic
+        return is_dynamic(self)
+
+    @property
+    def batch_axis(self) -> int:
+        """The axis indexing the batch's samples, or ``flow.INVALID_BATCH_AXIS``."""
+        from .blob_facts import batch_axis
+        return batch_axis(self)
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

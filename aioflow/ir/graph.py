@@ -78,6 +78,11 @@ class Graph:
         self.watched_diffs: list = []   # the gradient blobs of the "diff" watches
         # Blobs of data-dependent length (argwhere's): blob id -> (size Blob, axis).
         self.dynamic_dims: dict = {}
+        # Placeholders of dynamic (mirrored) parameters, and blobs cast back to a static
+        # shape: what Blob.is_dynamic follows (aioflow/dynamic_inputs.py).
+        self.dynamic_inputs: set[int] = set()
+        self.static_casts: set[int] = set()
+        self.batch_axes: dict[int, int | None] = {}   # placeholder id -> declared batch axis
         # Tensor lists (OneFlow's is_tensor_list blobs) and tensor_list_split's outputs,
         # host values of varying shapes: blob id -> what it is, for the error of an op
         # that needs a dense tensor (ops/registry.py, ops/tensor_buffer.py).

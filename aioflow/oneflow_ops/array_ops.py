@@ -57,9 +57,9 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
         if axis > batch_dims:
             raise NotImplementedError(f"gather: axis ({axis}) greater than batch_dims "
                                       f"({batch_dims}) is not supported (nor by OneFlow)")
-        if axis < batch_dims:
-            raise ValueError(f"gather: axis ({axis}) must not be less than batch_dims "
-                             f"({batch_dims})")
+        if axis < batch_dims:   # OneFlow raises AttributeError here
+            raise AttributeError(f"gather: axis ({axis}) must not be below batch_dims "
+                                 f"({batch_dims})")
         return _idx.batch_gather_op(params, indices, name=name)
     axis = normalize_axis("gather", 0 if axis is None else int(axis), params.ndim)
     return _idx.gather_op(params, indices, axis=axis, name=name)

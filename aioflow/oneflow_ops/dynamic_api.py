@@ -64,7 +64,9 @@ def sync_dynamic_resize(inputs, size, name=None):
 def cast_to_static_shape(x, name=None):
     """``x`` as its static (maximum) shape: a job returning it returns the padded array."""
     _require_blob(x, "cast_to_static_shape", "x")
-    return _ew.identity(x, name=name)
+    out = _ew.identity(x, name=name)
+    out.graph.static_casts.add(out.id)   # is_dynamic ends here
+    return out
 
 
 def dynamic_reshape(x, shape, name=None):

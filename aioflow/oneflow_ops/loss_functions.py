@@ -99,8 +99,13 @@ def KLDivLoss(input, target, log_target=False, reduction="mean", name=None):  # 
 
 def MarginRankingLoss(input1, input2, target, margin=0.0, reduction="mean",  # noqa: N802
                       name=None):
-    """``max(0, -target * (input1 - input2) + margin)`` (``target`` is 1 or -1)."""
-    _check("MarginRankingLoss", input1=input1, input2=input2, target=target)
+    """``max(0, -target * (input1 - input2) + margin)`` (``target`` is 1 or -1).
+
+    ``input1`` and ``input2`` have one shape; ``target`` only needs to broadcast against it
+    (a ``(batch, 1)`` column of labels, say), as OneFlow's, whose loss has the broadcast
+    shape."""
+    _check("MarginRankingLoss", input1=input1, input2=input2)
+    _check("MarginRankingLoss", target=target)
     loss = math.maximum(-target * (input1 - input2) + float(margin), 0.0)
     return _reduce(loss, reduction, "MarginRankingLoss", name)
 
@@ -128,10 +133,13 @@ def TripletMarginLoss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,  
 
 def smooth_l1_loss(prediction, label, beta=1.0, name=None):
     """Elementwise ``0.5 * d ** 2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 * beta``
-    (``d = prediction - label``; no reduction, as OneFlow's)."""
+    (``d = prediction - label``; no reduction, as OneFlow's). ``beta`` may be 0, as in
+    OneFlow: then the loss is ``|d|``, the L1 loss."""
     _check("smooth_l1_loss", prediction=prediction, label=label)
-    if not beta > 0:
-        raise ValueError(f"smooth_l1_loss: beta must be positive, got {beta!r}")
+    if not beta >= 0:
+        raise ValueError(f"smooth_l1_loss: beta must be at least 0, got {beta!r}")
     d = math.abs(prediction - label)
+    if beta == 0:   # no quadratic part left (and no division by 0 to build it)
+        return d if name is None else math._identity(d, name)
     small = math.less(d, float(beta))
     return math._where(small, math.square(d) * (0.5 / beta), d - 0.5 * beta, name=name)

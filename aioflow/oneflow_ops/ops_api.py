@@ -109,8 +109,11 @@ def concat(inputs=None, axis=0, max_dim_size=None, name=None, values=None):
 
 
 def squeeze(input, axis=None, name=None):  # noqa: A002
+    """``input`` without its size-1 axes ``axis`` (all of them by default). Squeezing every
+    axis leaves shape ``(1,)``, not a 0-d blob: OneFlow's squeeze op never makes one."""
     axes = _shape.squeeze_axes(input, axis)
-    return reshape(input, tuple(d for i, d in enumerate(input.shape) if i not in axes), name)
+    shape = tuple(d for i, d in enumerate(input.shape) if i not in axes)
+    return reshape(input, shape or (1,), name)
 
 
 def expand_dims(input, axis, name=None):  # noqa: A002

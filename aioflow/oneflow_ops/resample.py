@@ -80,8 +80,14 @@ def upsample_2d(x, size=(2, 2), data_format="NCHW", interpolation="nearest",
 
 
 def reflection_pad2d(x, padding, name=None):
-    """Pad the H and W axes of NCHW ``x`` with their reflection (the edge not repeated);
-    ``padding`` is an int or ``[left, right, top, bottom]``, each below the axis size."""
+    """Pad the H and W axes of NCHW ``x`` with their reflection (the edge not repeated).
+
+    ``padding`` is an int ``p`` (H and W padded by ``p`` on both sides) or a list of four,
+    read as OneFlow v0.3.4's op reads it: ``[a, b, c, d]`` pads H by ``c`` on both sides
+    and W by ``d`` on both sides; ``a`` and ``b`` are only checked (below W), not used.
+    (OneFlow documented ``[left, right, top, bottom]``, but its kernel and its own tests
+    pad symmetrically from the last two entries.) Every padding must be below the size
+    of the axis it pads."""
     from .array_ops import gather
     from .ops_api import constant
     _require_blob(x, "reflection_pad2d", "x")
@@ -90,13 +96,16 @@ def reflection_pad2d(x, padding, name=None):
     if isinstance(padding, int):
         padding = [padding] * 4
     if len(padding) != 4:
-        raise ValueError(f"reflection_pad2d: padding must be an int or [left, right, top, "
-                         f"bottom], got {padding!r}")
-    left, right, top, bottom = (int(p) for p in padding)
+        raise ValueError(f"reflection_pad2d: padding must be an int or a list of four, "
+                         f"got {padding!r}")
+    unused_a, unused_b, pad_h, pad_w = (int(p) for p in padding)
     h, w = x.shape[2:]
-    if min(left, right, top, bottom) < 0 or max(left, right) >= w or max(top, bottom) >= h:
+    if (min(unused_a, unused_b, pad_h, pad_w) < 0 or max(unused_a, unused_b, pad_w) >= w
+            or pad_h >= h):
         raise ValueError(f"reflection_pad2d: each padding must be non-negative and below "
                          f"the padded axis's size ({h}x{w}), got {padding!r}")
+    left = right = pad_w
+    top = bottom = pad_h
     out = x
     for axis, size, pads in ((3, w, (left, right)), (2, h, (top, bottom))):
         if any(pads):

@@ -161,3 +161,8 @@ USER_OPS: dict[str, UserOpSpec] = {
                         lambda ins, attrs, name: {"out": [_flow().where(
                             ins["condition"][0], ins["x"][0], ins["y"][0], name=name)]}),
 }
+
+# The op types of OneFlow's own job passes (loss scaling, clipping, split gradients).
+from .user_op_system import SYSTEM_USER_OPS  # noqa: E402 - needs the names above
+
+USER_OPS.update(SYSTEM_USER_OPS)

@@ -4,6 +4,7 @@ from . import (conv, conv3d, deconv, elementwise, indexing, layerwise_updates,  
 from . import (dynamic, gamma, margin, numerics, ordinal_encode, quantize,  # noqa: F401
                scatter)
 from . import lazy_adam, loss_scale  # noqa: F401 - flow.optimizer.LazyAdam, loss scaling
+from . import unique  # noqa: F401 - flow.experimental.unique_with_counts and friends
 from . import tensor_buffer  # noqa: F401 - tensor buffers and tensor lists (host values)
 from . import fused  # noqa: F401 - ops the compiler fuses launches into
 from . import cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops

@@ -157,6 +157,14 @@ def batched_plan(a_shape, b_shape) -> tuple:
     return batch + (m, n), axis, calls
 
 
+def _already_the_product(out, k: int) -> bool:
+    """Whether ``out`` needs no GEMM: it is empty, or a sum of ``k == 0`` terms (zeroed
+    here; cuBLAS refuses a zero leading dimension)."""
+    if out.size and k == 0:
+        out.fill(0)
+    return out.size == 0 or k == 0
+
+
 def _batched_product(a, b, handle, lib):
     """``a @ b`` (broadcast batch axes) by strided batched GEMMs on ``handle``."""
     import cupy
@@ -167,10 +175,7 @@ def _batched_product(a, b, handle, lib):
     out_shape, _, calls = batched_plan(a.shape, b.shape)
     out = cupy.empty(out_shape, a.dtype)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if out.size == 0:
-        return out
-    if k == 0:
-        out.fill(0)
+    if _already_the_product(out, k):
         return out
     one, zero = lib.ones_zeros(a.dtype)
     size = a.dtype.itemsize
@@ -191,10 +196,7 @@ def _gemm(a, b, transpose_a, transpose_b, handle, lib):
                                                         transpose_b)
     a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
     out = cupy.empty((n, m), a.dtype)   # row-major (rows of op(A), columns of op(B))
-    if out.size == 0:
-        return out
-    if k == 0:
-        out.fill(0)
+    if _already_the_product(out, k):
         return out
     one, zero = lib.ones_zeros(a.dtype)
     lib.check(lib.gemm[a.dtype](handle, op_b, op_a, m, n, k, one, b.data.ptr, ldb,

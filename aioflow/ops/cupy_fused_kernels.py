@@ -30,6 +30,7 @@ import numpy as np
 from . import fused
 from .conv import max_pool2d_grad, max_pool2d_op
 from .cupy_kernels import ROW_EXPONENTIALS
+from .state import adamw_decay_rate
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -252,7 +253,8 @@ def _scalars(single_name, lr, step, attrs, t) -> tuple:
     if single_name == "momentum_update":
         return t(lr), decay, t(attrs["beta"])
     beta1, beta2 = attrs["beta1"], attrs["beta2"]
-    decay = t(lr * attrs.get("weight_decay", 0.0))   # decoupled, as the single kernel's
+    decay = t(adamw_decay_rate(lr, step, beta1, beta2, attrs["do_bias_correction"])
+              * attrs.get("weight_decay", 0.0))   # decoupled, as the single kernel's
     inv_c2 = 1.0
     if attrs["do_bias_correction"]:
         n = float(step) + 1.0

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from .nn import sparse_softmax_ce, sparse_softmax_ce_grad
-from .state import adam_update, momentum_update, sgd_update
+from .state import adam_update, adamw_decay_rate, momentum_update, sgd_update
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -117,7 +117,7 @@ def _adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
                                    weight_decay=weight_decay)
     t = param.dtype.type
     lr = float(lr)                     # host values: the rate and the step counter
-    decay = lr * weight_decay
+    decay = adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) * weight_decay
     inv_c2 = 1.0
     if do_bias_correction:
         n = float(step) + 1.0

@@ -134,9 +134,11 @@ def softmax_ce(ctx, labels, logits):
           infer=lambda log_prob, labels, gy: [(log_prob.shape, log_prob.dtype)] * 2,
           differentiable=False)
 def softmax_ce_grad(ctx, log_prob, labels, gy):
+    # d/d logits is prob - labels, as OneFlow's (and TensorFlow's) kernel computes it: exact
+    # for labels that sum to 1 along the class axis; for others it is not the derivative
+    # of the loss (which would be prob * sum(labels) - labels), but what they report.
     g = gy[..., None]
-    label_sum = labels.sum(axis=-1, keepdims=True)
-    d_logits = (ctx.xp.exp(log_prob) * label_sum - labels) * g
+    d_logits = (ctx.xp.exp(log_prob) - labels) * g
     d_labels = -log_prob * g
     return d_logits, d_labels
 

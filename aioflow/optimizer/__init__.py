@@ -21,7 +21,8 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
   with ``do_bias_correction`` (OneFlow's default is False) ``m`` and ``v`` are divided by
   ``1-b1^t`` and ``1-b2^t`` first, as in PyTorch (OneFlow added ``eps`` before correcting,
   a difference that shows only while ``sqrt(v)`` is near ``eps``).
-* ``AdamW``: ``w -= lr * weight_decay * w`` (decoupled, with the plain rate), then Adam.
+* ``AdamW``: ``w -= lr_t * weight_decay * w`` (decoupled), then Adam; ``lr_t`` is ``lr``,
+  or with ``do_bias_correction`` OneFlow's ``lr * sqrt(1-b2^t) / (1-b1^t)``.
 * ``RMSProp``: ``s = d s + (1-d) g^2; w -= lr * g / sqrt(s + eps)`` (centered: ``s - mg^2``).
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 from .. import config, dtypes
 from ..oneflow_ops import ops_api
 from . import loss_scale
-from ..compiler.autodiff import gradients
+from ..compiler.autodiff import gradients, model_diff_scale
 from ..ir import current_graph
 from ..ops import state as state_ops
 from ..ops.lazy_adam import lazy_adam_update
@@ -336,20 +337,35 @@ def build_training(graph) -> None:
     watched = [blob for kind, blob, _ in graph.watches if kind == "diff"]
 
     def summed_gradients(loss_list):
-        grads: dict[int, object] = {}
+        """(model diffs by blob id, watched diffs by blob id), summed over the losses.
+
+        As OneFlow: each loss's diff is seeded with ones; the model diffs alone are then
+        scaled by 1/(that loss's instance count), the watched ones are reported as they
+        are (a watched variable too)."""
+        model: dict[int, object] = {}
+        seen: dict[int, object] = {}
         for loss in loss_list:
-            for blob_id, grad in gradients(graph, loss, params + watched).items():
-                grads[blob_id] = grad if blob_id not in grads else grads[blob_id] + grad
-        return grads
+            raw = gradients(graph, loss, params + watched)
+            scale = model_diff_scale(loss)
+            for blob_id, grad in raw.items():
+                seen[blob_id] = grad if blob_id not in seen else seen[blob_id] + grad
+            for param in params:
+                if param.id in raw:
+                    grad = raw[param.id] if scale == 1.0 else raw[param.id] * scale
+                    model[param.id] = grad if param.id not in model else model[param.id] + grad
+        return model, seen
 
     # Loss scaling: each loss times the scale, every gradient (watched ones too) divided by
     # it again before averaging, clipping and the non-finite check.
     policy = optimizer.loss_scale_policy
-    grads = summed_gradients(losses if policy is None else [policy.scaled(x) for x in losses])
+    grads, diffs = summed_gradients(
+        losses if policy is None else [policy.scaled(x) for x in losses])
     if policy is not None:
         grads = {blob_id: policy.unscaled(grad) for blob_id, grad in grads.items()}
-    # flow.watch_diff: the loss's gradient for each watched blob (zeros off its path).
-    graph.watched_diffs = [grads[b.id] if b.id in grads
+        diffs = {blob_id: policy.unscaled(grad) for blob_id, grad in diffs.items()}
+    # flow.watch_diff: the loss's ones-seeded gradient for each watched blob (zeros off
+    # its path).
+    graph.watched_diffs = [diffs[b.id] if b.id in diffs
                            else ops_api.zeros_like(b) for b in watched]
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
     from ..distributed import graph_ops, is_distributed
@@ -360,7 +376,7 @@ def build_training(graph) -> None:
         clipped = optimizer.grad_clipping.clip([g for _, _, g in pairs])
         pairs = [(n, p, g) for (n, p, _), g in zip(pairs, clipped)]
     # Regularization joins after clipping, as OneFlow adds it inside the update rule.
-    penalties = summed_gradients(graph.regularization_losses)
+    penalties, _ = summed_gradients(graph.regularization_losses)
     if penalties:
         pairs = [(n, p, g + penalties[p.id] if p.id in penalties else g) for n, p, g in pairs]
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)

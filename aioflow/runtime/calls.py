@@ -4,7 +4,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from . import trio_calls
 from .pipeline import NOT_RUN
+from .turns import turn
 from .results import (CallbackRegistrar, CallbackSlot, JobCall, LegacyResult,
                       check_may_block, deliver_result, foreign_async_library,
                       in_worker_thread, invoke, running_loop)
@@ -23,7 +25,10 @@ def call_job(job, compiled, arrays, copied: bool = False):
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
             return JobCall(_await_value(pipeline, compiled, arrays, spec), job.__name__)
-        if foreign_async_library() is not None:  # a trio task: the blocking call, awaited
+        foreign = foreign_async_library()
+        if foreign == "trio":   # awaited natively: woken through the run's token
+            return JobCall(trio_calls.await_value(pipeline, compiled, arrays), job.__name__)
+        if foreign is not None:  # another library: the blocking call on a worker thread
             return in_worker_thread(call_job, job, compiled, arrays)
         check_may_block(f"calling job {job.__name__}")
         arrays = _with_feeds(compiled, arrays)
@@ -99,10 +104,19 @@ async def _await_value(pipeline, compiled, arrays, spec):
             return deliver_result(compiled, outputs)
     # Queued, the step reads its inputs after this task yields, while other tasks may
     # write to the caller's arrays: it gets copies (what the other forms copy at the call).
+    copy_started = time.perf_counter()
     arrays = [compiled.private_copy(a) for a in arrays]
-    await pipeline.admission.acquire_async(compiled.depth_limit)
-    step = pipeline.new_step(compiled, arrays)
-    pipeline.enqueue(step)
+    # Calls started together (gather of many) take turns on the loop (runtime/turns.py):
+    # each iteration runs at most ~0.5 ms of their set-up, so timers and I/O go between.
+    async with turn(already=time.perf_counter() - copy_started):
+        waiter = pipeline.admission.try_or_enqueue(compiled.depth_limit)
+        if waiter is None:
+            step = pipeline.new_step(compiled, arrays)
+            pipeline.enqueue(step)
+    if waiter is not None:   # the pipeline is full: wait in line, off the turn's account
+        await pipeline.admission.wait_async(waiter)
+        step = pipeline.new_step(compiled, arrays)
+        pipeline.enqueue(step)
     # Cancelling this await cancels step.future: withdrawn if it has not started yet,
     # otherwise it completes (variables stay consistent) and its result is dropped.
     outputs = await asyncio.wrap_future(step.future)

@@ -148,9 +148,18 @@ class Admission:
             raise
 
     async def acquire_async(self, limit: int | None = None) -> None:
-        waiter = self._try_or_enqueue(limit)
-        if waiter is None:
-            return
+        waiter = self.try_or_enqueue(limit)
+        if waiter is not None:
+            await self.wait_async(waiter)
+
+    def try_or_enqueue(self, limit: int | None = None) -> Future | None:
+        """Take a place now (None), or join the line: the returned future completes when
+        the place is granted (``wait_async``)."""
+        return self._try_or_enqueue(limit)
+
+    async def wait_async(self, waiter: Future) -> None:
+        """Await a place in line (from ``try_or_enqueue``); cancelled, it leaves the line
+        (or gives back the place it was just granted)."""
         try:
             await asyncio.wrap_future(waiter)
         except asyncio.CancelledError:

@@ -562,6 +562,25 @@ class DynamicBatcher:
         self._metrics.queued_samples = self._queued_rows
         return self._metrics.snapshot()
 
+    def reset_metrics(self) -> None:
+        """Start the metrics' counters, histograms and latencies afresh, e.g. after a
+        warm-up call at start-up, which is no client's request and would otherwise show in
+        ``/metrics`` as one (and as a batch of mostly padding).
+
+        >>> import asyncio, numpy as np, aioflow as flow, aioflow.typing as tp
+        >>> @flow.global_function(type="predict")
+        ... def double(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        ...     return x * 2
+        >>> async def serve():
+        ...     async with DynamicBatcher(double) as model:
+        ...         await model(np.zeros(2, np.float32))      # warm-up
+        ...         model.reset_metrics()
+        ...         return model.metrics()["requests"], model.metrics()["padded_rows"]
+        >>> asyncio.run(serve())
+        (0, 0)
+        """
+        self._metrics.reset()
+
     def prometheus(self, prefix: str = "aioflow_serving") -> str:
         """The same metrics in Prometheus' text exposition format, labelled model=name."""
         return prometheus_text({self.name: self.metrics()}, prefix)

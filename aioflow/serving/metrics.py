@@ -53,12 +53,19 @@ class ServingMetrics:
 
     def __init__(self, max_batch_size: int, window: int = WINDOW):
         self.max_batch_size = max_batch_size
-        self.started = time.time()
-        self.counts = {name: 0 for name, _ in self.COUNTERS}
         self.queue_depth = 0
         self.queued_samples = 0
         self.inflight_batches = 0
-        self.batch_sizes = [0] * (max_batch_size + 1)  # index = real rows in a batch
+        self._window = window
+        self.reset()
+
+    def reset(self) -> None:
+        """Counters, histograms and latencies from zero; the live gauges (queue depth,
+        batches in flight) stay, since they describe now, not history."""
+        window = self._window
+        self.started = time.time()
+        self.counts = {name: 0 for name, _ in self.COUNTERS}
+        self.batch_sizes = [0] * (self.max_batch_size + 1)  # index = real rows in a batch
         self.latency_sum = 0.0
         self.latency_count = 0
         self.batch_seconds_sum = 0.0

@@ -41,7 +41,9 @@ class Graph:
         from .. import session as session_mod
         session = session_mod.default_session()
         session.compile_all()
-        graph_def = job_graphs_def([c.graph for c in session.compiled.values()])
+        # one graph per job: as declared (not the variants traced for dynamic arguments)
+        graph_def = job_graphs_def([c.graph for c in session.compiled.values()
+                                    if c.dynamic_shapes is None])
         events = EventFile(self.logdir)
         events.add_graph_def(graph_def)
         events.close()

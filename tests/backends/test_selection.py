@@ -75,10 +75,29 @@ def test_an_unknown_device_override_is_refused(monkeypatch):
 def test_gpu_placement_without_a_gpu_warns_once_at_the_users_line(monkeypatch):
     import aioflow.session as session_mod
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # a new process
+    monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)   # the CPU, not chosen: warned
     with pytest.warns(RuntimeWarning, match="no usable GPU here") as caught:
         with flow.scope.placement("gpu", "0:0"):   # the line the warning must name
             pass
     assert caught[0].filename == __file__
+
+
+def test_gpu_placement_runs_silently_when_the_user_chose_the_cpu(monkeypatch):
+    """AIOFLOW_DEVICE=cpu is the user's choice: no "no usable GPU" warning (warnings are
+    errors in this suite), and the job runs on the CPU."""
+    import aioflow.session as session_mod
+    monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # a new process
+    monkeypatch.setattr(backends, "gpu_unusable_reason", lambda: "no GPU in this test")
+    monkeypatch.setenv("AIOFLOW_DEVICE", "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with flow.scope.placement("gpu", "0:0"):
+            pass
+        np.testing.assert_array_equal(_double()(X3), [0, 2, 4])
+    monkeypatch.delenv("AIOFLOW_DEVICE")
+    with pytest.warns(RuntimeWarning, match="no usable GPU here"):   # not chosen: warned
+        with flow.scope.placement("gpu", "0:0"):
+            pass
 
 
 class _LimitedBackend(NumpyBackend):

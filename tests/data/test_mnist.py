@@ -591,3 +591,29 @@ def test_download_checksum_failure_is_not_hidden_by_the_subset(env, monkeypatch)
 def test_bad_allow_subset(env, bad):
     with pytest.raises(ValueError, match="allow_subset must be True or False"):
         load_mnist(100, allow_subset=bad)
+
+
+@pytest.mark.parametrize("rank, printed", [(0, True), (1, False)])
+def test_under_a_launcher_rank_0_alone_prints_the_download_line_whole(
+        env, monkeypatch, capsys, rank, printed):
+    """Every rank loads the data: rank 0 says what happened, once, in one whole line (a
+    line left open while downloading would let another rank's output land inside it)."""
+    from aioflow.distributed import state
+    from aioflow.distributed.world import World
+    monkeypatch.setitem(state._state, "world", World(rank=rank, size=2))
+    printed_parts = []
+    real_print = print
+
+    def spy(*args, **kwargs):
+        printed_parts.append(kwargs.get("end", "\n"))
+        real_print(*args, **kwargs)
+    monkeypatch.setattr("builtins.print", spy)
+    (x, _), _ = load_mnist(100)
+    out = capsys.readouterr().out
+    assert x.shape[0] == 90 and len(env.opener.calls) == 1
+    if printed:
+        assert out.startswith(f"Downloading {ONEFLOW_URL} to ") and out.count("\n") == 1
+        assert "failed (URLError" in out and "bundled with aioflow" in out
+        assert printed_parts == ["\n"]        # one print: the whole line at once
+    else:
+        assert out == "" and printed_parts == []

@@ -53,7 +53,7 @@ def test_broken_files_and_bad_values_are_refused(tmp_path):
     path = tmp_path / "part-0"
     ofrecord.write_records(path, [{"x": b"abcdef"}])
     path.write_bytes(path.read_bytes()[:-2])
-    with pytest.raises(ValueError, match="broken record at byte 0"):
+    with pytest.raises(ValueError, match="broken record 0 at byte 0"):
         list(ofrecord.read_records(path))
     with pytest.raises(TypeError, match="feature 'x'"):
         ofrecord.make_record({"x": np.array(["a"], object)})

@@ -112,7 +112,7 @@ def test_broken_frames_name_the_file_and_byte(tmp_path, where, damage, message):
     records = onerec.read_records(path)
     next(records)   # the first frame is intact
     with pytest.raises(onerec.OneRecFileError,
-                       match=f"OneRec file {path}: broken record at byte {second}: {message}"):
+                       match=f"OneRec file {path}: broken record 1 at byte {second}: {message}"):
         next(records)
 
 

@@ -177,7 +177,7 @@ def test_reader_errors_name_the_file(tmp_path):
     second.write_bytes(bytes(data))
     read = _index_job(files, 2)
     assert read()[0][:, 0].tolist() == [0, 1]   # the first file is intact
-    with pytest.raises(ValueError, match=f"OneRec file {files[1]}: broken record at byte 0: "
+    with pytest.raises(ValueError, match=f"OneRec file {files[1]}: broken record 0 at byte 0: "
                                          "payload checksum"):
         read()
 

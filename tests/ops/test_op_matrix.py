@@ -353,6 +353,8 @@ for _axis in (-1, 0, 1):
     case(f"argmax-{axis_id(_axis)}", lambda x, _a=_axis: flow.math.argmax(x, axis=_a),
          lambda x, _a=_axis: np.argmax(x, axis=_a), (Distinct(3, 4),), ("argmax",),
          dtypes=(F32, F64, I32), out_dtype=np.int32, grad=False)
+case("argmax-1d", flow.math.argmax, lambda x: np.argmax(x).reshape(1),   # OneFlow: (1,)
+     (Distinct(5),), ("argmax",), dtypes=(F32, I32), out_dtype=np.int32, grad=False)
 case("argmax-ties-first", flow.math.argmax, lambda x: np.argmax(x, axis=-1),
      (Fixed([[1, 3, 3], [2, 2, 0]]),), ("argmax",), dtypes=(F32, I32), out_dtype=np.int32,
      grad=False)
@@ -486,9 +488,11 @@ def _dense_ce(labels, logits):
 case("softmax_cross_entropy", flow.nn.softmax_cross_entropy_with_logits, _dense_ce,
      (Simplex(4, 5), U(-3, 3, 4, 5)), ("softmax_cross_entropy",),
      ("softmax_cross_entropy_grad",))
+# Labels not summing to 1: OneFlow's (and TF's) logits gradient prob - labels is then not
+# the loss's derivative (test_softmax_ce_logits_grad_is_oneflows below): labels' only here.
 case("softmax_cross_entropy-unnormalized", flow.nn.softmax_cross_entropy_with_logits,
      _dense_ce, (U(0, 2, 2, 3, 4), U(-3, 3, 2, 3, 4)), ("softmax_cross_entropy",),
-     ("softmax_cross_entropy_grad",))
+     ("softmax_cross_entropy_grad",), wrt=(0,))
 case("softmax_cross_entropy-large", flow.nn.softmax_cross_entropy_with_logits, _dense_ce,
      (Fixed([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8]]), _LOGITS_LARGE), ("softmax_cross_entropy",),
      ("softmax_cross_entropy_grad",))
@@ -510,7 +514,9 @@ case("gelu", flow.nn.gelu,
      lambda x: 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))),
      (U(-3, 3, 2, 4),), ("tanh", "multiply"))
 case("leaky_relu", lambda x: flow.nn.leaky_relu(x, alpha=0.1),
-     lambda x: np.where(x > 0, x, 0.1 * x), (Away(2, 4),), ("maximum",))
+     lambda x: np.where(x > 0, x, 0.1 * x), (Away(2, 4),), ("where",))
+case("leaky_relu-alpha-above-1", lambda x: flow.nn.leaky_relu(x, alpha=3.0),
+     lambda x: np.where(x > 0, x, 3.0 * x), (Away(2, 4),), ("where",))
 
 
 
@@ -656,6 +662,9 @@ from . import scatter_misc_cases  # noqa: E402
 
 scatter_misc_cases.add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex)
 NOT_DIRECTLY_TESTED.update(scatter_misc_cases.TESTED_ELSEWHERE)
+NOT_DIRECTLY_TESTED.update({
+    op: "against numpy in tests/test_oneflow_semantics.py (padded data-dependent outputs)"
+    for op in ("unique_with_counts", "indexed_slices_reduce_sum")})
 NOT_DIRECTLY_TESTED.update({
     op: "host containers of tensors of varying shapes, no gradient: "
         "tests/ops/test_tensor_buffer_ops.py checks them against numpy slicing"
@@ -992,9 +1001,11 @@ def _adam_ref(w, g, lr, steps, b1=0.9, b2=0.999, eps=1e-8, bias=False, wd=0.0):
     for t in range(1, steps + 1):
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        if bias:  # as PyTorch: epsilon is added to the corrected sqrt(v)
+        if bias:  # as PyTorch: epsilon is added to the corrected sqrt(v); AdamW's decay
+            # at OneFlow's corrected rate lr * sqrt(1 - b2^t) / (1 - b1^t)
             m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
-            w = w - lr * (m_hat / (np.sqrt(v_hat) + eps) + wd * w)
+            lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+            w = w - lr * m_hat / (np.sqrt(v_hat) + eps) - lr_t * wd * w
         else:
             w = w - lr * (m / (np.sqrt(v) + eps) + wd * w)
         out.append(w)

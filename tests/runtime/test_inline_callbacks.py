@@ -171,11 +171,20 @@ def test_a_caller_busy_between_calls_keeps_its_steps_queued_to_overlap_them():
     flow.config.inline_callback_ms(1e3)
     step = mlp.compiled_for(default_session()).step_seconds
     threads = ran_on(mlp)
+    away = []
     for _ in range(4):
         mlp(x)(lambda y: None)
+        start = time.perf_counter()
         time.sleep(0.002 + step)          # "loading the next batch"
+        away.append(time.perf_counter() - start)
     flow.sync_default_session()
-    assert threads == ["aioflow-compute"] * 4
+    assert len(threads) == 4
+    # A caller away for 20 steps' time counts as a pause, whose next step runs inline (by
+    # design): on a loaded host a 3 ms sleep can overshoot that far, so only the calls that
+    # followed a short absence are asserted (the first call follows none).
+    after_short = [threads[0]] + [t for t, gone in zip(threads[1:], away) if gone < 10 * step]
+    assert after_short == ["aioflow-compute"] * len(after_short), (
+        threads, away, step)
 
 
 def test_waiting_in_get_is_not_counted_as_the_callers_own_time():

@@ -45,7 +45,8 @@ async def test_rss_stays_flat_over_5000_requests(checkpoint, fresh_session):
     buffer = io.BytesIO()
     Image.fromarray((images[0].reshape(28, 28) * 255).astype(np.uint8)).save(buffer, "PNG")
     bodies.append((PNG, {"content": buffer.getvalue()}))
-    bodies.append((PREDICT, {"content": b'{"instances": [[NaN]]}'}))  # refused: 400
+    bodies.append((PREDICT, {"content": b'{"instances": [[NaN]]}',   # refused: 400
+                             "headers": {"content-type": "application/json"}}))
     config = serve_mnist.ServerConfig(checkpoint=checkpoint, model="mlp", batch_size=16,
                                       max_instances=16, max_wait=0.002)
     app = serve_mnist.create_app(config)

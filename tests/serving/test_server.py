@@ -181,7 +181,10 @@ MALFORMED_JSON = [
     ("NaN", ('{"instances": [[NaN' + ", 0.0" * 783 + "]]}").encode(), 400, "NaN is not allowed"),
     ("Infinity", ('{"instances": [[-Infinity' + ", 0.0" * 783 + "]]}").encode(), 400,
      "-Infinity is not allowed"),
-    ("overflow", ('{"instances": [[1e999' + ", 0.0" * 783 + "]]}").encode(), 400, "finite"),
+    ("overflow", ('{"instances": [[1e999' + ", 0.0" * 783 + "]]}").encode(), 400,
+     "out of float32's range"),
+    ("integer beyond any float", ('{"instances": [[1' + "0" * 400 + ", 0.0" * 783 + "]]}").encode(),
+     400, "instance 0: a number out of float32's range"),
     ("above 1", json.dumps({"instances": [[0.0] * 783 + [255]]}).encode(), 400,
      "values must lie in [0, 1], got values from 0 to 255"),
     ("negative", json.dumps({"instances": [[0.5] * 783 + [-0.1]]}).encode(), 400,
@@ -234,6 +237,23 @@ async def test_malformed_predict_requests_get_a_clear_4xx_and_serving_continues(
     assert (await client.post(PREDICT, json=_valid_body())).status_code == 200
 
 
+@pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain; charset=utf-8",
+                                          "application/x-www-form-urlencoded", "text/html"])
+async def test_json_sent_as_another_type_or_untyped_gets_415(client, content_type):
+    body = json.dumps(_valid_body()).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = await client.post(PREDICT, content=body, headers=headers)
+    assert response.status_code == 415, response.text
+    got = "no Content-Type" if content_type is None else \
+        f"Content-Type {content_type.split(';')[0]!r}"
+    assert f"must be JSON sent as Content-Type: application/json (got {got}" in \
+        response.json()["error"]
+    for accepted in ("application/json", "application/json; charset=utf-8",
+                     "application/vnd.mnist+json"):
+        ok = await client.post(PREDICT, content=body, headers={"content-type": accepted})
+        assert ok.status_code == 200, (accepted, ok.text)
+
+
 async def test_malformed_uploads_get_a_clear_4xx_and_serving_continues(client):
     valid = png_bytes(np.zeros((28, 28), np.uint8))
     noise = png_bytes(np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8))
@@ -261,7 +281,7 @@ async def test_healthz_and_metrics(client):
     response = await client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "model": "mlp", "batching": True}
-    await client.post(PREDICT, content=b"nope")
+    await client.post(PREDICT, content=b"nope", headers={"content-type": "application/json"})
     await asyncio.gather(*(client.post(PREDICT, json=_valid_body()) for _ in range(5)))
     response = await client.get("/metrics")
     assert response.status_code == 200
@@ -269,7 +289,9 @@ async def test_healthz_and_metrics(client):
     text = response.text
     assert 'serve_mnist_http_responses_total{route="predict",status="400"} 1' in text
     assert 'serve_mnist_http_responses_total{route="predict",status="200"} 5' in text
-    assert 'aioflow_serving_requests_total{model="mnist"} 6' in text  # 5 + the warm-up
+    # the 5 clients' requests only: the start-up's warm-up call is not counted
+    assert 'aioflow_serving_requests_total{model="mnist"} 5' in text
+    assert 'aioflow_serving_batches_total{model="mnist"}' in text
     assert 'aioflow_serving_batch_size_bucket{model="mnist",le="8"}' in text
 
 
@@ -313,9 +335,10 @@ async def test_unbatched_modes_serve_one_request_per_step(checkpoint, pad):
             np.testing.assert_allclose(response.json()["predictions"],
                                        reference_probabilities(checkpoint, images), atol=1e-5)
             metrics = app.state.model.metrics()
-            assert metrics["max_batch_size"] == 1 and metrics["batches"] == 4  # + warm-up
+            # 3 requests, 3 steps: the warm-up at start-up is not counted
+            assert metrics["max_batch_size"] == 1 and metrics["batches"] == 3
             assert app.state.model.batch_size == (8 if pad else 1)
-            assert metrics["padded_rows"] == (4 * 7 if pad else 0)
+            assert metrics["padded_rows"] == (3 * 7 if pad else 0)
 
 
 async def test_startup_fails_clearly_without_a_usable_checkpoint(checkpoint, tmp_path):
@@ -341,11 +364,12 @@ async def test_real_uvicorn_on_loopback(checkpoint, tmp_path):
             first = responses[0].json()["predictions"]
             for r in responses:
                 np.testing.assert_allclose(r.json()["predictions"], first, atol=1e-6)
-            bad = await c.post(PREDICT, content=b'{"instances": [[NaN]]}')
+            bad = await c.post(PREDICT, content=b'{"instances": [[NaN]]}',
+                               headers={"content-type": "application/json"})
             assert bad.status_code == 400 and "NaN" in bad.json()["error"]
             assert (await c.post(PREDICT, json=_valid_body())).status_code == 200
             metrics = (await c.get("/metrics")).text
-            assert 'aioflow_serving_succeeded_total{model="mnist"} 18' in metrics
+            assert 'aioflow_serving_succeeded_total{model="mnist"} 17' in metrics  # no warm-up
     finally:
         status = await asyncio.to_thread(server.stop)  # SIGINT: drain, lifespan shutdown
     assert status == 0, server.log()

@@ -1,0 +1,124 @@
+"""Loop turns: a burst of awaited calls started at once shares the caller's event loop.
+
+``asyncio.gather(*(job(x) for _ in range(100)))`` starts a hundred tasks in one iteration
+of the loop, and each one's first step binds, copies and submits its call (50-100 us on a
+2-core VM, more while other threads contend for the GIL). Run back to back, those steps
+held the loop for 6-20 ms, so a 1 ms heartbeat, an HTTP request or a timer waited that
+long (issue 29). With turns, the calls of one iteration take at most :data:`BUDGET`
+seconds of the loop; the others wait for a later iteration, first come first served, so
+the loop's timers and I/O run in between and the steps keep call order.
+
+Only the caller's loop-side work is spread: a call that has to wait its turn has already
+copied its arguments (another task may reuse them meanwhile), and nothing of a call is
+submitted until its turn came, so cancelling it while it waits means its step never runs.
+
+>>> import asyncio
+>>> async def three_calls():
+...     order = []
+...     async def call(n):
+...         async with turn():
+...             order.append(n)
+...     await asyncio.gather(*(call(n) for n in range(3)))
+...     return order
+>>> asyncio.run(three_calls())
+[0, 1, 2]
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+import weakref
+
+#: Seconds of call set-up a loop iteration may run before later calls wait for the next
+#: one. 0.5 ms keeps a 1 ms timer within ~2 ms of its time, while a burst of calls still
+#: starts at ~10 per iteration (a few microseconds of loop overhead per iteration).
+BUDGET = 0.0005
+
+_shares: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopShare]" = (
+    weakref.WeakKeyDictionary())
+
+
+class _LoopShare:
+    """One loop's account: time spent this iteration, and the calls waiting their turn."""
+
+    __slots__ = ("loop", "spent", "waiting", "granted", "cost", "reset_scheduled",
+                 "__weakref__")
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.spent = 0.0
+        self.waiting: collections.deque[asyncio.Future] = collections.deque()
+        self.granted = 0          # woken, not yet run: later calls queue behind them
+        self.cost = 50e-6         # running mean of one call's set-up (seconds)
+        self.reset_scheduled = False
+
+    def must_wait(self) -> bool:
+        return self.spent >= BUDGET or bool(self.waiting) or self.granted > 0
+
+    def charge(self, seconds: float) -> None:
+        self.spent += seconds
+        self.cost += 0.2 * (seconds - self.cost)
+        self._schedule_reset()
+
+    def _schedule_reset(self) -> None:
+        # call_soon from inside an iteration runs in the next one: the account is per
+        # iteration without asyncio having to say where one ends.
+        if not self.reset_scheduled:
+            self.reset_scheduled = True
+            self.loop.call_soon(self._reset)
+
+    def _reset(self) -> None:
+        """A new iteration: wake as many waiting calls as its budget fits, in order."""
+        self.reset_scheduled = False
+        self.spent = 0.0
+        fits = max(1, int(BUDGET / max(self.cost, 1e-6)))
+        while self.waiting and fits:
+            waiter = self.waiting.popleft()
+            if not waiter.done():      # (a cancelled waiter gave up its place)
+                waiter.set_result(None)
+                self.granted += 1
+                fits -= 1
+        if self.waiting or self.granted:
+            self._schedule_reset()
+
+
+class turn:
+    """``async with turn():`` around a call's loop-side work: waits, when this iteration
+    of the running loop has spent its budget or earlier calls still wait, for a later
+    iteration; then times the work. ``already``: seconds of the call's work done just
+    before (its arguments' copies), charged with it."""
+
+    __slots__ = ("_share", "_start", "_already")
+
+    def __init__(self, already: float = 0.0):
+        self._already = already
+
+    async def __aenter__(self):
+        loop = asyncio.get_running_loop()
+        share = _shares.get(loop)
+        if share is None:
+            share = _shares[loop] = _LoopShare(loop)
+        self._share = share
+        if share.must_wait():
+            waiter = loop.create_future()
+            share.waiting.append(waiter)
+            share._schedule_reset()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    share.granted -= 1     # woken, then cancelled: pass the turn on
+                else:
+                    try:
+                        share.waiting.remove(waiter)
+                    except ValueError:
+                        pass
+                raise
+            share.granted -= 1
+        self._start = time.perf_counter()
+        return self
+
+    async def __aexit__(self, *exc):
+        self._share.charge(time.perf_counter() - self._start + self._already)
+        return False
