@@ -55,8 +55,8 @@ def test_batch_gather_gradient_matches_central_differences():
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(axis=1, batch_dims=2), ValueError, "axis \\(1\\) must not be less than batch_dims"),
-    (dict(axis=2, batch_dims=1), NotImplementedError, "greater than batch_dims"),
+    (dict(axis=1, batch_dims=2), AttributeError, "axis \\(1\\) must not be below batch_dims"),
+    (dict(axis=2, batch_dims=1), NotImplementedError, "above batch_dims"),
     (dict(batch_dims=-1), ValueError, "batch_dims must be a non-negative int"),
 ])
 def test_bad_batch_dims_are_refused(kwargs, exc, match):

@@ -55,8 +55,8 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
         if axis < 0:
             axis = normalize_axis("gather", axis, params.ndim)
         if axis > batch_dims:
-            raise NotImplementedError(f"gather: axis ({axis}) greater than batch_dims "
-                                      f"({batch_dims}) is not supported (nor by OneFlow)")
+            raise NotImplementedError(f"gather: axis ({axis}) above batch_dims "
+                                      f"({batch_dims}) is not supported, as in OneFlow")
         if axis < batch_dims:   # OneFlow raises AttributeError here
             raise AttributeError(f"gather: axis ({axis}) must not be below batch_dims "
                                  f"({batch_dims})")
