@@ -133,23 +133,6 @@ def test_gather_with_batch_dims_picks_within_each_batch_entry(params_shape, indi
     np.testing.assert_array_equal(diffs[0].numpy(), counts)
 
 
-def test_gather_batch_dims_refuses_what_oneflow_refuses():
-    @flow.global_function(type="predict")
-    def above(x: tp.Numpy.Placeholder((2, 3, 4)),
-              i: tp.Numpy.Placeholder((2, 2), dtype=flow.int32)) -> tp.Numpy:
-        return flow.gather(x, i, axis=2, batch_dims=1)
-    with pytest.raises(NotImplementedError, match="axis .2. above batch_dims .1."):
-        above(np.zeros((2, 3, 4), np.float32), np.zeros((2, 2), np.int32))
-
-    @flow.global_function(type="predict")
-    def mismatched(x: tp.Numpy.Placeholder((2, 3, 4)),
-                   i: tp.Numpy.Placeholder((3, 2), dtype=flow.int32)) -> tp.Numpy:
-        return flow.gather(x, i, batch_dims=1)
-    with pytest.raises(ValueError, match=r"indices' leading axes \(3,\) must equal "
-                                         r"params' \(2,\)"):
-        mismatched(np.zeros((2, 3, 4), np.float32), np.zeros((3, 2), np.int32))
-
-
 def _conv_nchw_reference(x, w, pad):
     """Direct NCHW convolution (stride 1) with OIHW ``w`` in float64."""
     x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pad, pad))
