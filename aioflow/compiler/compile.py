@@ -68,6 +68,6 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
     from ..distributed import is_distributed
     if is_distributed():
         from ..distributed.checks import check_job
-        check_job(graph, backend)   # the same graph on every rank, or an error on each
+        check_job(graph)   # the same graph on every rank, or an error on each
         plan.communicates = True
     return plan

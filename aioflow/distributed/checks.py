@@ -21,7 +21,7 @@ def job_layout(graph) -> dict:
     }
 
 
-def check_job(graph, backend) -> None:
+def check_job(graph) -> None:
     layouts = allgather_object(job_layout(graph),
                                f"compiling job {graph.name!r} (comparing job layouts)")
     require_same(layouts, f"the layouts of job {graph.name!r}")

@@ -32,16 +32,18 @@ def allreduce_mean_start(arrays, what: str):
 
     def finish():
         np.divide(receive, receive.dtype.type(size), out=receive)
-        return _split_like(receive, arrays)
+        return _split_like(receive, [a.shape for a in arrays])
 
     return state.communicator().submit(start, finish, what)
 
 
-def _split_like(flat, arrays) -> list:
+def _split_like(flat, shapes) -> list:
+    """Views of the flat buffer ``flat``, one of each shape in ``shapes``, in order."""
     out, offset = [], 0
-    for a in arrays:
-        out.append(flat[offset:offset + a.size].reshape(a.shape))
-        offset += a.size
+    for shape in shapes:
+        count = int(np.prod(shape, dtype=np.int64))
+        out.append(flat[offset:offset + count].reshape(shape))
+        offset += count
     return out
 
 
@@ -91,13 +93,7 @@ class DeviceBuckets:
     def finish(backend, averaged: np.ndarray, specs) -> list:
         """The averaged host buffer back on the device, split into arrays of ``specs``
         ((shape, dtype) pairs)."""
-        flat = backend.from_host_async(averaged)
-        out, offset = [], 0
-        for shape, _ in specs:
-            count = int(np.prod(shape, dtype=np.int64))
-            out.append(flat[offset:offset + count].reshape(shape))
-            offset += count
-        return out
+        return _split_like(backend.from_host_async(averaged), [shape for shape, _ in specs])
 
 
 def allreduce_sum(array, what: str) -> np.ndarray:

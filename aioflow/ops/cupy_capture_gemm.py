@@ -126,8 +126,8 @@ def gemm_arguments(a_shape, b_shape, transpose_a: bool, transpose_b: bool) -> tu
 
 def batched_plan(a_shape, b_shape) -> tuple:
     """How to compute ``a @ b`` (numpy's broadcasting of the batch axes, C-contiguous
-    operands) with strided batched GEMMs: ``(out_shape, batch_axis, calls)``, one call per
-    index of the batch axes other than ``batch_axis`` (the largest), each
+    operands) with strided batched GEMMs: ``(out_shape, calls)``, one call per index of
+    the batch axes other than the largest (the one each call strides over), each
     ``(offset_a, offset_b, offset_c, stride_a, stride_b, stride_c, count)`` in elements."""
     m, k = a_shape[-2:]
     n = b_shape[-1]
@@ -147,14 +147,14 @@ def batched_plan(a_shape, b_shape) -> tuple:
     sa, sb, sc = strides(a_shape, m * k), strides(b_shape, k * n), strides(batch + (m, n),
                                                                              m * n)
     if not batch:
-        return (m, n), None, [(0, 0, 0, 0, 0, 0, 1)]
+        return (m, n), [(0, 0, 0, 0, 0, 0, 1)]
     axis = max(range(len(batch)), key=lambda d: batch[d])
     others = [d for d in range(len(batch)) if d != axis]
     calls = []
     for index in np.ndindex(*[batch[d] for d in others]):
         offsets = [sum(s[d] * i for d, i in zip(others, index)) for s in (sa, sb, sc)]
         calls.append((*offsets, sa[axis], sb[axis], sc[axis], batch[axis]))
-    return batch + (m, n), axis, calls
+    return batch + (m, n), calls
 
 
 def _already_the_product(out, k: int) -> bool:
@@ -172,7 +172,7 @@ def _batched_product(a, b, handle, lib):
         raise NotImplementedError(f"a captured product of {a.dtype} {a.shape} and "
                                   f"{b.dtype} {b.shape}")
     a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
-    out_shape, _, calls = batched_plan(a.shape, b.shape)
+    out_shape, calls = batched_plan(a.shape, b.shape)
     out = cupy.empty(out_shape, a.dtype)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if _already_the_product(out, k):

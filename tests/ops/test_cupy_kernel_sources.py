@@ -130,7 +130,7 @@ def test_the_captured_batched_products_compute_numpys_matmul(a_shape, b_shape):
     from aioflow.ops.cupy_capture_gemm import batched_plan
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
-    out_shape, _, calls = batched_plan(a_shape, b_shape)
+    out_shape, calls = batched_plan(a_shape, b_shape)
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     flat_a, flat_b = a.ravel(), b.ravel()
     out = np.full(int(np.prod(out_shape)), np.nan)
