@@ -2,7 +2,6 @@
 its timers and I/O run between their set-ups, and their steps keep call order."""
 import asyncio
 import gc
-import time
 
 import numpy as np
 import pytest
@@ -13,18 +12,9 @@ from aioflow.runtime import turns
 from aioflow.session import default_session
 from aioflow.testing import simulated_gpu
 
-from .test_device_pipeline import _worst_gap
+from .test_device_pipeline import _worst_gap, fresh_session  # noqa: F401 - autouse fixture
 
 X = np.ones((64, 32), np.float32)
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    depth = flow.config.get("pipeline_depth")
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-    flow.config.pipeline_depth(depth)
 
 
 def _predict_on_simulated_gpu(**timing):
