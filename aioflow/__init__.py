@@ -15,14 +15,16 @@ from . import (checkpoint, config, data, distributed, env, initializers, layers,
                math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
 from . import experimental, linalg, quantization, system
 from . import image
+from . import session
+from ._core import dtypes
 from .image import Resize as image_resize
-from . import distribute   # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
+from . import distribute  # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
 from . import checkpoint_io  # the earlier path of flow.checkpoint.io, still an attribute
 from .checkpoint import get_all_variables, load_variables
-from .dtypes import (DType, char, double, float, float16, float32, float64, half, int8,
+from ._core.dtypes import (DType, char, double, float, float16, float32, float64, half, int8,
                      int32, int64, uint8)
-from .function import global_function
-from .function_config import FunctionConfig, function_config
+from .engine.function import global_function
+from .engine.function_config import FunctionConfig, function_config
 from .initializers import (constant_initializer, glorot_normal_initializer,
                            glorot_uniform_initializer, kaiming_initializer,
                            ones_initializer, random_normal_initializer,
@@ -53,22 +55,22 @@ from .oneflow_ops.scatter_api import (scatter_nd, slice_update, slice_v2, tensor
                                       tensor_scatter_nd_update, unsorted_batch_segment_sum,
                                       unsorted_segment_sum, unsorted_segment_sum_like)
 from .oneflow_ops.view_ops import amp_white_identity, cast_to_current_logical_view, parallel_cast
-from .session import clear_default_session, eager_execution_enabled, sync_default_session
+from .engine.session import clear_default_session, eager_execution_enabled, sync_default_session
 from .typing import PlaceholderSpec
-from . import summary   # callable: flow.summary(job) is model_summary.summary
-from .variables import get_variable
-from .watch import watch, watch_diff
+from . import summary  # callable: flow.summary(job) is model_summary.summary
+from .engine.variables import get_variable
+from .engine.watch import watch, watch_diff
 from .env import current_machine_id
 from . import util
-from .dtypes import convert_oneflow_dtype_to_numpy_dtype
+from ._core.dtypes import convert_oneflow_dtype_to_numpy_dtype
 from .env import current_resource
-from .no_effect import inter_job_reuse_mem_strategy
+from ._core.no_effect import inter_job_reuse_mem_strategy
 from .oneflow_ops.object_bbox import object_bbox_flip, object_bbox_scale
-from .scope_desc import current_global_function_desc, current_scope
+from .engine.scope_desc import current_global_function_desc, current_scope
 from .oneflow_ops.user_op_builder import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder,
     user_op_module_builder)
-from .dtypes import record, tensor_buffer
+from ._core.dtypes import record, tensor_buffer
 from .oneflow_ops.tensor_buffer_api import (tensor_buffer_to_tensor, tensor_buffer_to_tensor_list,
                                             tensor_list_split, tensor_list_to_tensor_buffer,
                                             tensor_to_tensor_buffer)

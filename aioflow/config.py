@@ -330,7 +330,7 @@ __all__ += ["enable_legacy_model_io", "legacy_model_io_enabled", "enable_model_i
 
 
 def _no_effect(name: str, value, why: str, kind: type = bool) -> None:
-    from .no_effect import accept
+    from ._core.no_effect import accept
     accept(f"flow.config.{name}", value, why, kind)
 
 

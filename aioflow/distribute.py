@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 
-from .callsite import user_stacklevel
+from ._core.callsite import user_stacklevel
 
 __all__ = ["Distribute", "SplitDistribute", "BroadcastDistribute", "AutoDistribute", "split",
            "broadcast", "auto", "assert_is_valid_distribute", "mirrored_strategy",

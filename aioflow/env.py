@@ -105,7 +105,7 @@ def current_resource() -> Resource:
 
 
 def _no_effect(name: str, value, why: str, kind: type) -> None:
-    from .no_effect import accept
+    from ._core.no_effect import accept
     accept(f"flow.env.{name}", value, why, kind)
 
 

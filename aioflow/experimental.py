@@ -14,7 +14,7 @@ length, the first ``num_unique`` entries valid and the rest zeros, as in OneFlow
 """
 from __future__ import annotations
 
-from . import dtypes
+from ._core import dtypes
 from .oneflow_ops.ops_api import _require_blob
 from .ops import unique as _unique
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numbers
 import warnings
 
-from . import dtypes
-from .callsite import user_stacklevel
+from ._core import dtypes
+from ._core.callsite import user_stacklevel
 from .ir import Blob
 from .ops import image_ops as _ops
 

@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import dtypes as _dtypes
+from ._core import dtypes as _dtypes
 
 __all__ = [
     "Initializer", "constant_initializer", "zeros_initializer", "ones_initializer",

@@ -24,7 +24,7 @@ from .nn import _pair, bias_add, conv2d as _conv2d
 from .ops import nn as _nn
 from .ops import state as _state
 from .oneflow_ops.ops_api import matmul, reshape
-from .variables import get_variable
+from .engine.variables import get_variable
 
 
 __all__ = [

@@ -68,10 +68,10 @@ def moving_average_min_maxObserver(input, quantization_bit=8,  # noqa: A002,N802
     starting from the first batch's value; in a predict job they stay put. The symmetric
     and cambricon forms follow ``max(|max|, |min|)`` and keep both variables equal."""
     from .oneflow_ops.assign_api import assign
-    from .dtypes import int64
+    from ._core.dtypes import int64
     from .initializers import zeros_initializer
     from .ir import current_graph
-    from .variables import get_variable
+    from .engine.variables import get_variable
     attrs = _check("moving_average_min_maxObserver", input, quantization_bit,
                    quantization_scheme, quantization_formula)
     graph = current_graph()

@@ -51,7 +51,7 @@ def seed(n) -> None:
         _seed = None if n is None else int(n)
         _loaders_seeded = 0
         globals()["_gen_seeds"] = 0
-    from .session import default_session
+    from .engine.session import default_session
     default_session().reseed(_seed)
 
 
@@ -92,7 +92,7 @@ def _check_seed(op_name, op_seed):
 def bernoulli(x, seed=None, dtype=None, name=None):
     """1 with probability ``x`` (a float Blob of probabilities), else 0; ``dtype``
     defaults to ``x``'s. A new draw every step; a ``seed`` fixes the sequence."""
-    from . import dtypes
+    from ._core import dtypes
     from .ops import random_ops
     dtype = x.dtype if dtype is None else dtypes.convert(dtype)
     return random_ops.bernoulli_op(x, seed=_check_seed("bernoulli", seed), dtype=dtype,

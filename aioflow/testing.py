@@ -25,7 +25,7 @@ import contextlib
 
 import pytest
 
-from . import session as _session
+from .engine import session as _session
 from .backends import simulating_gpu
 from .backends.simulated import SimulatedBackend, SimulatedDevice, SimulatedDeviceError
 
@@ -46,7 +46,7 @@ def simulated_gpu(copy_ms: float = 0.0, compute_ms: float = 0.0, fetch_ms: float
     staging buffers with NaN when they are released, so a buffer reused too early shows
     in the results. ``cuda_graphs=True`` captures and replays compiled steps as the CuPy
     backend's CUDA graphs do (a recording capturer: the bookkeeping of
-    ``aioflow.runtime.graph_capture`` without a GPU; ``flow.config.enable_cuda_graphs``
+    ``aioflow.backends.graph_capture`` without a GPU; ``flow.config.enable_cuda_graphs``
     switches it off). Yields the :class:`SimulatedDevice`: ``break_device()`` makes every
     later piece of work fail, as a sticky CUDA error does; ``repair()`` undoes it. Jobs
     compiled in the block keep the simulated GPU afterwards.

@@ -2,6 +2,6 @@
 adds the non-finite guard's report (``skipped_steps``, ``NonFiniteStepWarning``)."""
 from .checkpoint import CheckPoint
 from .checkpoint.manager import SimpleCheckPointManager
-from .step_guard import NonFiniteStepWarning, skipped_steps
+from .engine.step_guard import NonFiniteStepWarning, skipped_steps
 
 __all__ = ["CheckPoint", "SimpleCheckPointManager", "NonFiniteStepWarning", "skipped_steps"]

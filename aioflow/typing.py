@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes as _dtypes
+from ._core import dtypes as _dtypes
 
 __all__ = ["Numpy", "ListNumpy", "ListListNumpy", "Dict", "Bundle", "Callback",
            "PlaceholderSpec"]

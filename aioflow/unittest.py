@@ -80,7 +80,7 @@ class _ClearDefaultSession:
     """Each test starts from an empty default session (OneFlow's test-case mixin)."""
 
     def setUp(self):
-        from .session import clear_default_session
+        from .engine.session import clear_default_session
         clear_default_session()
 
 

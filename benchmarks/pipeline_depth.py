@@ -28,7 +28,7 @@ import numpy as np
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow import backends
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 from aioflow.testing import simulated_gpu
 from heartbeat import heartbeat
 from models import BATCH, lenet, mlp, torch_model

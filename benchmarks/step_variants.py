@@ -28,7 +28,7 @@ import numpy as np
 
 import aioflow as flow
 from aioflow import backends
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 from models import flow_jobs, torch_model
 
 WARMUP_STEPS = 3

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from aioflow import dtypes as flow
+from aioflow._core import dtypes as flow
 from aioflow import initializers as I
 
 TRUNC_STD = 0.87962566103423978   # std of a standard normal truncated to (-2, 2)

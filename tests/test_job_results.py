@@ -7,7 +7,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 X = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
 

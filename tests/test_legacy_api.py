@@ -11,7 +11,7 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow import backends
 from aioflow import scope
-from aioflow import session as session_mod
+from aioflow.engine import session as session_mod
 
 B = 4
 X = np.linspace(-1, 1, B * 6, dtype=np.float32).reshape(B, 1, 2, 3)

@@ -135,7 +135,7 @@ def test_bad_arguments_are_refused(body, exc, match):
 @pytest.mark.parametrize("knob", ["enable_legacy_model_io", "enable_model_io_v2",
                                   "enable_tensor_float_32_compute"])
 def test_no_effect_knobs_warn_once_at_the_users_line(knob, monkeypatch):
-    from aioflow import session
+    from aioflow.engine import session
     monkeypatch.setattr(session.warn_once, "__defaults__", (set(),))  # as in a new process
     with pytest.warns(RuntimeWarning, match=f"{knob}.*has no effect") as record:
         getattr(flow.config, knob)(True)
@@ -149,7 +149,7 @@ def test_no_effect_knobs_warn_once_at_the_users_line(knob, monkeypatch):
 
 
 def test_legacy_model_io_enabled_reports_what_was_recorded(monkeypatch):
-    from aioflow import session
+    from aioflow.engine import session
     monkeypatch.setattr(session.warn_once, "__defaults__", ({"config.enable_legacy_model_io"},))
     flow.config.enable_legacy_model_io(True)
     assert flow.config.legacy_model_io_enabled() is True

@@ -181,7 +181,7 @@ def test_bad_arguments_are_refused(body, exc, match):
 def test_conv2d_transpose_takes_its_channels_from_the_filters(monkeypatch):
     """DCGAN scripts of OneFlow v0.3 pass the input's channel count in output_shape; the
     kernel makes the filters' channel count, as OneFlow's did (said once)."""
-    from aioflow import session
+    from aioflow.engine import session
     monkeypatch.setattr(session.warn_once, "__defaults__", (set(),))
     flow.clear_default_session()
 

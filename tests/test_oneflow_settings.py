@@ -9,8 +9,8 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow import session as session_mod
-from aioflow.function import _compile_options
+from aioflow.engine import session as session_mod
+from aioflow.engine.function import _compile_options
 
 # OneFlow v0.3.4's FunctionConfig setters (dotted: grouped), each with a valid value.
 FUNCTION_SETTERS = {
@@ -218,7 +218,7 @@ def test_default_initializer_conf_initializes_variables_declared_without_one():
 def test_docs_porting_lists_every_setting_without_effect_with_its_reason():
     import pathlib
     from aioflow.config_knobs import no_effect_rows as knob_rows
-    from aioflow.function_settings import no_effect_rows
+    from aioflow.engine.function_settings import no_effect_rows
     page = (pathlib.Path(__file__).parent.parent / "docs" / "porting.md").read_text()
     rows = {line for line in page.splitlines() if line.startswith("| `")}
     for name, why in no_effect_rows() + knob_rows():

@@ -86,7 +86,7 @@ def test_env_init_and_current_resource():
 ], ids=["grpc_use_no_signal", "logtostderr", "logbuflevel",
         "save_downloaded_file_to_local_fs", "inter_job_reuse_mem_strategy"])
 def test_no_effect_knobs_warn_once_at_the_users_line(knob, good, bad, monkeypatch):
-    from aioflow import session
+    from aioflow.engine import session
     monkeypatch.setattr(session.warn_once, "__defaults__", (set(),))   # a new process
     with pytest.warns(RuntimeWarning, match="has no effect in aioflow") as record:
         knob(good)

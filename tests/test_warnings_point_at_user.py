@@ -33,7 +33,7 @@ def test_blocking_inside_a_loop():
 def test_gpu_placement_without_gpu(monkeypatch):
     monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)
     flow.clear_default_session()
-    from aioflow import session
+    from aioflow.engine import session
     monkeypatch.setattr(session.warn_once, "__defaults__", (set(),))  # warn again
 
     @flow.global_function(type="predict")

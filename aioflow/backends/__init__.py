@@ -1,7 +1,7 @@
 """Backends: where a compiled job's arrays live and its kernels run.
 
 * ``numpy`` (:mod:`.numpy_backend`): the CPU, always available, the default.
-* ``cupy`` (:mod:`.cupy_backend`): one CUDA GPU through CuPy (``pip install 'aioflow[cuda]'``).
+* ``cupy`` (:mod:`.cupy.backend`): one CUDA GPU through CuPy (``pip install 'aioflow[cuda]'``).
 * ``strict`` (:mod:`.strict`): numpy underneath, but its arrays refuse what CuPy's refuse at
   the host boundary, and reading a device value on the host inside a step fails; the test
   suite runs the GPU's code paths on it where no GPU is at hand.
@@ -55,7 +55,7 @@ def _construct(name: str) -> Backend:
         from .numpy_backend import NumpyBackend
         return NumpyBackend()
     if name == "cupy":
-        from .cupy_backend import CupyBackend
+        from .cupy.backend import CupyBackend
         return CupyBackend()
     if name == "strict":
         from .strict import StrictBackend
@@ -65,7 +65,7 @@ def _construct(name: str) -> Backend:
 
 def gpu_unusable_reason() -> str | None:
     """None when the CuPy backend can run here, else why not."""
-    from .cupy_backend import probe
+    from .cupy.backend import probe
     return probe()
 
 

@@ -3,7 +3,7 @@
 A backend is where a compiled job's arrays live and its kernels run. The compiler asks it
 for nothing but a name (to pick each op's kernel from the registry); a step asks it for
 its array module ``xp``, its random generators and its :attr:`device` (the stage / launch
-/ fetch / event contract of :mod:`aioflow.runtime.device`); variables and optimizer state
+/ fetch / event contract of :mod:`aioflow.backends.device`); variables and optimizer state
 are placed on it with :meth:`to_device` and come back to the host with :meth:`to_host`
 (checkpoints, ``get_all_variables``, ``watch``).
 
@@ -81,7 +81,7 @@ class Backend:
 
     def graph_capturer(self):
         """The object that captures and replays a compiled step as one graph
-        (:mod:`aioflow.runtime.graph_capture`), or None where steps run eagerly."""
+        (:mod:`aioflow.backends.graph_capture`), or None where steps run eagerly."""
         return None
 
     def synchronize(self) -> None:

@@ -1,13 +1,13 @@
 """The CPU backend: numpy arrays, OpenBLAS matrix products, aioflow's own CPU kernels.
 
-Its device does everything at once (:class:`aioflow.runtime.device.HostDevice`): a step's
+Its device does everything at once (:class:`aioflow.backends.device.HostDevice`): a step's
 inputs are used where they are and its events are born complete.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.device import HostDevice
+from .device import HostDevice
 from .base import Backend
 
 

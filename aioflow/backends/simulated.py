@@ -1,7 +1,7 @@
 """A simulated GPU: numpy arithmetic on simulated streams that take modelled time.
 
 The runtime's device pipeline (stage -> launch -> fetch, completion awaited as events,
-``runtime/device.py``) matters where a device works asynchronously. This backend makes
+``backends/device.py``) matters where a device works asynchronously. This backend makes
 one out of the CPU, so the pipeline is tested in CI and users can test their async apps'
 pipelines without a GPU (``aioflow.testing.simulated_gpu``):
 
@@ -24,7 +24,7 @@ Kernels are numpy's (``kernel_set = "numpy"``) and arrays are numpy arrays, so r
 equal the CPU backend's.
 
 >>> backend = SimulatedBackend(copy_ms=1, compute_ms=2, fetch_ms=1)
->>> from aioflow.runtime.device import run_step
+>>> from aioflow.backends.device import run_step
 >>> run_step(backend.device, lambda arrays: [arrays[0] * 2], [np.arange(3.0)])
 [array([0., 2., 4.])]
 >>> backend.close()
@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime.device import (Event, Fetched, Launched, RingStaged, Staged, StagingRing,
+from .device import (Event, Fetched, Launched, RingStaged, Staged, StagingRing,
                               ThreadEvent)
 from .base import Backend
 
@@ -118,7 +118,7 @@ class _Stream:
 
 
 class SimulatedDevice:
-    """stage / launch / fetch (runtime/device.py's contract) on simulated streams."""
+    """stage / launch / fetch (backends/device.py's contract) on simulated streams."""
 
     name = "gpu"
     xp = np
@@ -204,11 +204,11 @@ class SimulatedBackend(Backend):
                                  f">= 0, got {value!r}")
         self.device = SimulatedDevice(copy_ms, compute_ms, fetch_ms, poison)
         # ``graph_capture``: steps are captured and replayed as the CuPy backend's CUDA
-        # graphs are (runtime/graph_capture.py), by a capturer that records the op
+        # graphs are (backends/graph_capture.py), by a capturer that records the op
         # sequence; off by default, so a simulated step is a plain step.
         self._capturer = None
         if graph_capture:
-            from ..runtime.graph_capture import RecordingCapturer
+            from .graph_capture import RecordingCapturer
             self._capturer = RecordingCapturer()
 
     def graph_capturer(self):

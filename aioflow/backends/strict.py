@@ -31,7 +31,7 @@ import types
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ..runtime.device import Fetched, Launched, Staged
+from .device import Fetched, Launched, Staged
 from .base import Backend
 
 

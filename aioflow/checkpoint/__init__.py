@@ -28,8 +28,8 @@ import numpy as np
 from . import io as checkpoint_io
 from .io import CheckpointError, CheckpointWarning
 from ..runtime.results import blocking_entry
-from ..callsite import user_stacklevel
-from ..session import default_session
+from .._core.callsite import user_stacklevel
+from ..engine.session import default_session
 
 
 __all__ = [

@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from . import swap as _swap
-from ..callsite import user_stacklevel
+from .._core.callsite import user_stacklevel
 
 __all__ = [
     "CheckpointError",

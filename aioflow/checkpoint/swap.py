@@ -27,7 +27,7 @@ from . import locks as _locks, recovery as _recovery
 from .base import (DATA_FILENAME, DONE_FILENAME, META_FILENAME, SUM_FILENAME,
                    CheckpointError, CheckpointExistsError, CheckpointNotFoundError,
                    CheckpointWarning, write_error)
-from ..callsite import user_stacklevel
+from .._core.callsite import user_stacklevel
 
 __all__ = ["tidy", "create_tmp", "check_target", "install", "reading", "unchanged"]
 

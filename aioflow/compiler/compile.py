@@ -16,7 +16,7 @@ Compiling it for a backend runs, in order:
    (:mod:`aioflow.distributed.checks`), so a mismatch raises instead of hanging.
 
 Options: ``fusion``, ``launch_fusion``, ``memory_plan``, ``kernel_threading``,
-``cuda_graphs`` (read by the CuPy backend's step, :mod:`aioflow.runtime.graph_capture`)
+``cuda_graphs`` (read by the CuPy backend's step, :mod:`aioflow.backends.graph_capture`)
 and the ops' compile options (``conv_algorithm``); missing ones take their defaults.
 """
 from __future__ import annotations

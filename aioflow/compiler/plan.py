@@ -63,7 +63,7 @@ class Plan:
 
     def _bind_buffers(self, ctx) -> None:
         """Allocate the memory plan's buffers (once) and hand each to its writers."""
-        from .. import dtypes
+        from .._core import dtypes
         arrays = [ctx.xp.empty(shape, dtype=dtypes.as_numpy(dtype))
                   for shape, dtype in self.buffers]
         for ins in self.instructions:
@@ -74,7 +74,7 @@ class Plan:
     @property
     def buffer_bytes(self) -> int:
         """Bytes the memory plan's buffers take (allocated at the first step)."""
-        from .. import dtypes
+        from .._core import dtypes
         return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
                    for shape, dtype in self.buffers)
 
@@ -84,7 +84,7 @@ class Plan:
         Steps of one plan must not run concurrently (the session's lock sees to it): the
         memory plan's buffers are shared by every step. ``end``: run only the
         instructions before it, into the caller's ``slots`` list (a captured CUDA graph
-        runs the step's host-side tail apart, :mod:`aioflow.runtime.graph_capture`).
+        runs the step's host-side tail apart, :mod:`aioflow.backends.graph_capture`).
         """
         if not self._bound:
             self._bind_buffers(ctx)
@@ -193,7 +193,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             buffer=buffer_of_node[index],
             op_name=node.op.name,
         ))
-    from .. import dtypes
+    from .._core import dtypes
     blobs = {b.id: b for b in graph.placeholders}
     for node in graph.nodes:
         blobs.update((b.id, b) for b in node.outputs)

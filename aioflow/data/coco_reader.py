@@ -29,7 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .. import random as _random
 from ..ir import current_graph
 from ..ops.tensor_buffer import object_array

@@ -22,10 +22,10 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .. import initializers as _initializers
 from .. import random as _random
-from ..callsite import user_stacklevel
+from .._core.callsite import user_stacklevel
 from ..ir import current_graph
 from . import ofrecord_decode as decode
 from .job_feeds import FeedSource

@@ -24,8 +24,8 @@ import warnings
 
 import numpy as np
 
-from .. import dtypes
-from ..callsite import user_stacklevel
+from .._core import dtypes
+from .._core.callsite import user_stacklevel
 from ..ir import current_graph
 from . import ofrecord_decode as decode
 from .ofrecord import part_paths

@@ -11,7 +11,7 @@
   entries must be 0. Without it every record must hold exactly its shape's values;
 * the batch's shape must then equal the decoder's ``shape``, or with ``is_dynamic`` fit
   in it: the blob keeps the static shape, zeros after the valid part, and a size says
-  how much of its first per-record axis is valid (``aioflow.dynamic_shapes``).
+  how much of its first per-record axis is valid (``aioflow.engine.dynamic_shapes``).
 
 These run on the loader's thread, never on the compute thread.
 """

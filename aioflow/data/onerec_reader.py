@@ -25,8 +25,8 @@ import os
 
 import numpy as np
 
-from .. import dtypes
-from ..dynamic_shapes import mark
+from .._core import dtypes
+from ..engine.dynamic_shapes import mark
 from ..ir import current_graph
 from . import onerec
 from .ofrecord_stream import ReaderBatch, RecordStream

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import current_graph
 from ..ops.registry import OpDef
 from . import collectives, state

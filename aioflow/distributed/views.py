@@ -51,7 +51,7 @@ def rank_element(items, spec, name: str, fn_name: str):
     """This rank's element of a mirrored argument (checks there is one per rank)."""
     current = world()
     if not isinstance(items, (list, tuple)) or len(items) != current.size:
-        from ..inputs import _describe
+        from ..engine.inputs import _describe
         raise TypeError(
             f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects a list with "
             f"one array per rank ({current.size} rank{'s' if current.size > 1 else ''}), "

@@ -3,7 +3,7 @@
 The device kernels (the convolutions' batched products in :mod:`.conv_gemm`) multiply
 through this function so that a CUDA graph capture can send their products to cuBLAS
 directly (CuPy refuses cuBLAS calls while a stream is captured; see
-:mod:`aioflow.ops.cupy_capture_gemm`, which installs the route with :func:`routed`).
+:mod:`aioflow.backends.cupy.capture_gemm`, which installs the route with :func:`routed`).
 
 >>> import numpy as np
 >>> matmul(np, np.eye(2), np.ones((2, 3))).shape

@@ -16,7 +16,8 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes, math
+from .._core import dtypes
+from .. import math
 from ..ir import Blob, current_graph
 from ..ops import elementwise as _ew
 from ..ops import indexing as _idx

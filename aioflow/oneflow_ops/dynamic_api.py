@@ -3,7 +3,7 @@
 
 OneFlow returns *dynamic* blobs here. aioflow's plans are static, so these return the
 static maximum (padded) blob, and a job returning it hands back only its valid part
-(:mod:`aioflow.dynamic_shapes`); ops applied to it inside the job see the padding.
+(:mod:`aioflow.engine.dynamic_shapes`); ops applied to it inside the job see the padding.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
 >>> @flow.global_function(type="predict")
@@ -14,8 +14,8 @@ static maximum (padded) blob, and a job returning it hands back only its valid p
 """
 from __future__ import annotations
 
-from .. import dtypes
-from ..dynamic_shapes import mark, size_of
+from .._core import dtypes
+from ..engine.dynamic_shapes import mark, size_of
 from .ops_api import _require_blob
 from ..ops import dynamic as _dyn
 from ..ops import elementwise as _ew

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ops import elementwise as _ew
 from ..ops import gamma as _gamma
 from ..ops import numerics as _num

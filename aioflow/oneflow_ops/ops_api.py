@@ -13,7 +13,8 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes, math
+from .._core import dtypes
+from .. import math
 from ..ir import Blob, current_graph
 from ..ir.blob import bind_operators
 from ..ops import elementwise as _ew

@@ -44,7 +44,7 @@ def categorical_ordinal_encoder(input_tensor, capacity, hash_precomputed=True,
     """:func:`categorical_ordinal_encode` with its own table of ``capacity`` entries, in
     the variables ``<name>-Table`` and ``<name>-Size``."""
     from ..initializers import zeros_initializer
-    from ..variables import get_variable
+    from ..engine.variables import get_variable
     if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) \
             or capacity <= 0:
         raise ValueError(f"categorical_ordinal_encoder: capacity must be a positive int, "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import Blob
 from ..kernels.conv import same_padding as _same_pads
 

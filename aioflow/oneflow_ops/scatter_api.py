@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .ops_api import _require_blob
 from ..ops import scatter as _sc
 from ..ops.registry import normalize_axis

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import Blob
 from ..ops import tensor_buffer as _tb
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..callsite import user_stacklevel
+from .._core.callsite import user_stacklevel
 from ..ir import Blob, current_graph
 from .user_op_table import REQUIRED, USER_OPS
 

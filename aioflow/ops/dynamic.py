@@ -4,12 +4,12 @@ Shapes are static in aioflow's plans (every buffer is sized when the job is comp
 such an op returns OneFlow's *static maximum* blob plus the size: ``argwhere`` gives an
 ``(x.size, x.ndim)`` array whose first ``count`` rows are the indices of the nonzero
 elements (row-major order) and whose other rows are -1, and ``count`` as a ``(1,)``
-array. :mod:`aioflow.dynamic_shapes` ties the two together so a job returning the blob
+array. :mod:`aioflow.engine.dynamic_shapes` ties the two together so a job returning the blob
 hands back only the valid rows, as OneFlow's dynamic blob does.
 """
 from __future__ import annotations
 
-from .. import dtypes
+from .._core import dtypes
 from .registry import register
 
 

@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import Blob
 from .registry import register, require_float, same_as_first
 

@@ -4,7 +4,7 @@ The compiler puts them in a plan where the backend asks for it (``Backend.fuses_
 :mod:`aioflow.compiler.launch_fusion`); users never call them. Each generic kernel here is
 written against ``xp`` and does exactly the math of the ops it replaces (the numpy and the
 strict backends run it, and tests compare it with the unfused composition); the CuPy
-backend's one-launch versions live in :mod:`aioflow.ops.cupy_kernels`.
+backend's one-launch versions live in :mod:`aioflow.backends.cupy.kernels`.
 
 * ``bias_add_relu``: ``relu(bias_add(x, b))``; its gradient is the unfused one's
   (``relu_grad`` on the output, then the bias's reduction).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import Blob
 from .reduce import reduced_shape
 from .registry import register

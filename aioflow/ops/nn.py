@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .elementwise import multiply_op, sum_to_shape
 from .registry import normalize_axis, register, require_float
 

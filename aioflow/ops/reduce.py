@@ -1,7 +1,7 @@
 """Reductions: sum, mean, max, min over axes (OneFlow: a full reduction has shape (1,))."""
 from __future__ import annotations
 
-from .. import dtypes
+from .._core import dtypes
 from ..ir import Blob
 from .elementwise import (broadcast_to, cast, divide_op, equal_op, multiply_op, scalar_like,
                           sum_to_shape)

@@ -136,7 +136,7 @@ def get(name: str) -> OpDef:
 
 
 def _refuse_host_values(op_name: str, graph, inputs) -> None:
-    from .. import dtypes
+    from .._core import dtypes
     for blob in inputs:
         if not isinstance(blob, Blob):
             continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .registry import register
 
 
@@ -199,7 +199,7 @@ def increment(ctx, counter, *flag, job=None, expected_skips=False):
         calls[job] = calls.get(job, 0) + 1
         ok, = flag
         if not (ok if _on_host(ok) else ctx.backend.to_host(ok)):
-            from ..step_guard import note_skipped
+            from ..engine.step_guard import note_skipped
             note_skipped(ctx.session, job, int(counter), warn=not expected_skips,
                          call=calls[job])
             return

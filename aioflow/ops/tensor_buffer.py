@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .registry import MissingKernelError, register
 
 __all__ = ["tensor_to_tensor_buffer_op", "tensor_buffer_to_tensor_op",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .._core import dtypes
 from .registry import register
 from .scatter import require_indices
 

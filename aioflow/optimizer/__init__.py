@@ -27,7 +27,8 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from .. import config, dtypes
+from .. import config
+from .._core import dtypes
 from ..oneflow_ops import ops_api
 from . import loss_scale
 from ..compiler.autodiff import gradients, model_diff_scale
@@ -131,7 +132,7 @@ class Optimizer:
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
         from ..initializers import zeros_initializer
-        from ..variables import read_declared
+        from ..engine.variables import read_declared
         graph = current_graph()
         record = graph.session.variables[param_name]
         name = f"{param_name}-{slot}"
@@ -382,7 +383,7 @@ def build_training(graph) -> None:
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)
                   if p.id in penalties and p.id not in grads]
     from ..initializers import zeros_initializer
-    from ..variables import read_declared
+    from ..engine.variables import read_declared
     step_name = train_step_name(graph.name)
     record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
                                       False, graph, is_state=True)

@@ -5,7 +5,7 @@ A train step multiplies each loss by the scale before differentiating and divide
 gradient by it afterwards, so small float16 gradients do not underflow; the updates see the
 same gradients as without scaling (up to rounding). With the dynamic policy the scale
 adapts: a step whose gradients overflow (NaN or infinity) applies no update -- through the
-train step's non-finite guard (:mod:`aioflow.step_guard`), always on for such jobs -- and
+train step's non-finite guard (:mod:`aioflow.engine.step_guard`), always on for such jobs -- and
 halves the scale; ``increment_period`` good steps in a row double it.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
@@ -106,10 +106,10 @@ class DynamicLossScalePolicy(LossScalePolicy):
 
     def _state(self):
         """The job's (scale, good-step count) variables, declared on first use."""
-        from .. import dtypes
+        from .._core import dtypes
         from ..initializers import constant_initializer, zeros_initializer
         from ..ir import current_graph
-        from ..variables import read_declared
+        from ..engine.variables import read_declared
         graph = current_graph()
         blobs = []
         for kind, dtype, init in (("LossScale", dtypes.float32,

@@ -22,9 +22,9 @@ import time
 import warnings
 from concurrent.futures import Future
 
-from ..callsite import outside_aioflow
-from ..dynamic_shapes import trim
-from ..signature import rebuild_result
+from .._core.callsite import outside_aioflow
+from ..engine.dynamic_shapes import trim
+from ..engine.signature import rebuild_result
 from .pipeline import on_runtime_thread
 
 _force_blocking = threading.local()

@@ -45,8 +45,8 @@ import math
 
 import numpy as np
 
-from ..inputs import require_fits
-from ..signature import bind_arguments
+from ..engine.inputs import require_fits
+from ..engine.signature import bind_arguments
 from .metrics import ServingMetrics, prometheus_text
 
 __all__ = ["DynamicBatcher", "ServingError", "OverloadedError", "BatcherClosedError",
@@ -284,7 +284,7 @@ class DynamicBatcher:
         await asyncio.shield(self._starting)
 
     def _compile_and_check(self) -> None:
-        from ..session import default_session
+        from ..engine.session import default_session
         compiled = self.job.compiled_for(default_session())
         for i, blob in enumerate(compiled.graph.outputs):
             if not blob.shape or blob.shape[0] != self.batch_size:

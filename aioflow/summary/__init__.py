@@ -1,5 +1,5 @@
 """``flow.summary``: TensorBoard event files (OneFlow's ``summary`` namespace), and
-``flow.summary(job)``, aioflow's table of a compiled job (:mod:`aioflow.model_summary`).
+``flow.summary(job)``, aioflow's table of a compiled job (:mod:`aioflow.engine.model_summary`).
 
 The module is callable so that both spellings keep working. Writing goes through
 tensorboardX (``pip install 'aioflow[summary]'``); see ``docs/api/summary.md`` and
@@ -22,8 +22,8 @@ __all__ = ["create_summary_writer", "flush_summary_writer", "scalar", "histogram
 class _CallableModule(types.ModuleType):
     def __call__(self, job, print_: bool = True):
         """``flow.summary(job)``: what a compiled job computes, op by op, and what it costs
-        (:func:`aioflow.model_summary.summary`)."""
-        from ..model_summary import summary
+        (:func:`aioflow.engine.model_summary.summary`)."""
+        from ..engine.model_summary import summary
         return summary(job, print_)
 
 

@@ -154,7 +154,7 @@ def _each_step(what, args: list, fn, now) -> None:
         now()
         return
     from ..oneflow_ops import ops_api
-    from ..watch import watch
+    from ..engine.watch import watch
     blobs = [a for a in args if isinstance(a, Blob)]
     if not blobs:   # nothing of the job to wait for: a tiny constant marks each step
         blobs = [ops_api.constant(0, dtype=np.int8, shape=(1,))]

@@ -7,7 +7,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow import backends
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 from .models import batches, train_losses
 

@@ -14,7 +14,7 @@ from aioflow import backends
 from aioflow.kernels import pool as pool_kernels
 from aioflow.ops import fused
 from aioflow.ops.state import adam_update, momentum_update, sgd_update
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 from .models import OPTIMIZERS, batches, lenet_jobs
 
@@ -130,7 +130,7 @@ def test_multi_tensor_update_kernels(gpu, single, attrs, ok):
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_the_captured_gemm_path_equals_matmul(gpu, transpose_a, transpose_b):
     cupy, ctx = gpu
-    from aioflow.ops import cupy_capture_gemm
+    from aioflow.backends.cupy import capture_gemm as cupy_capture_gemm
     rng = np.random.default_rng(4)
     a = rng.standard_normal((33, 17) if transpose_a else (17, 33)).astype(np.float32)
     b = rng.standard_normal((9, 33) if transpose_b else (33, 9)).astype(np.float32)

@@ -9,7 +9,7 @@ import aioflow.typing as tp
 from aioflow import backends
 from aioflow.backends.numpy_backend import NumpyBackend
 from aioflow.ops.registry import MissingKernelError
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 NO_GPU = backends.gpu_unusable_reason()
 
@@ -40,7 +40,7 @@ def test_unplaced_jobs_run_on_the_cpu_without_a_gpu(monkeypatch):
 
 
 def test_the_cpu_override_wins_over_gpu_placement(monkeypatch):
-    import aioflow.session as session_mod
+    import aioflow.engine.session as session_mod
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # a new process
     monkeypatch.setenv("AIOFLOW_DEVICE", "cpu")
 
@@ -73,7 +73,7 @@ def test_an_unknown_device_override_is_refused(monkeypatch):
 
 @pytest.mark.skipif(NO_GPU is None, reason="this machine has a GPU")
 def test_gpu_placement_without_a_gpu_warns_once_at_the_users_line(monkeypatch):
-    import aioflow.session as session_mod
+    import aioflow.engine.session as session_mod
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # a new process
     monkeypatch.delenv("AIOFLOW_DEVICE", raising=False)   # the CPU, not chosen: warned
     with pytest.warns(RuntimeWarning, match="no usable GPU here") as caught:
@@ -85,7 +85,7 @@ def test_gpu_placement_without_a_gpu_warns_once_at_the_users_line(monkeypatch):
 def test_gpu_placement_runs_silently_when_the_user_chose_the_cpu(monkeypatch):
     """AIOFLOW_DEVICE=cpu is the user's choice: no "no usable GPU" warning (warnings are
     errors in this suite), and the job runs on the CPU."""
-    import aioflow.session as session_mod
+    import aioflow.engine.session as session_mod
     monkeypatch.setattr(session_mod.warn_once, "__defaults__", (set(),))  # a new process
     monkeypatch.setattr(backends, "gpu_unusable_reason", lambda: "no GPU in this test")
     monkeypatch.setenv("AIOFLOW_DEVICE", "cpu")

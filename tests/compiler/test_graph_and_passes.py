@@ -8,7 +8,7 @@ from aioflow.compiler import eliminate_dead_code, gradients, verify
 from aioflow.compiler.passes import schedule_side_effects_last
 from aioflow.ir import Graph, tracing
 from aioflow.ops import REGISTRY
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow import dtypes
+from aioflow._core import dtypes
 from aioflow.compiler.memory import plan_buffers
 from aioflow.ir import Graph, tracing
 from aioflow.ops import elementwise as ew
@@ -173,7 +173,7 @@ def test_training_agrees_with_kernels_split_or_not(monkeypatch):
 
 
 def test_auto_threading_splits_only_plans_with_convolutions():
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     seen = {}
     for model in (_mlp, _convnet):
         flow.clear_default_session()

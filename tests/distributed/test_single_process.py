@@ -72,7 +72,7 @@ def test_machines_must_match_the_world():
 
 
 def test_buckets_follow_gradient_order_and_size():
-    from aioflow import dtypes
+    from aioflow._core import dtypes
 
     class Blob:
         def __init__(self, id, shape, dtype=dtypes.float32):

@@ -266,7 +266,7 @@ def test_conv_kernels_split_under_a_held_blas_match_serial(case, two_workers, mo
 def test_large_matmuls_split_under_a_held_blas(two_workers, monkeypatch):
     import aioflow as flow
     from aioflow.ops.linalg import matmul_op
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     flow.clear_default_session()
     from aioflow import backends
     ctx = default_session().context_for(backends.named("numpy"))

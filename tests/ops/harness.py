@@ -30,7 +30,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow import session as _session
+from aioflow.engine import session as _session
 from aioflow.ops import REGISTRY
 
 _counter = itertools.count()

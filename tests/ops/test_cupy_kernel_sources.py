@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from aioflow.ops import fused
-from aioflow.ops.cupy_capture_gemm import gemm_arguments
-from aioflow.ops.cupy_fused_kernels import multi_update_source
+from aioflow.backends.cupy.capture_gemm import gemm_arguments
+from aioflow.backends.cupy.fused_kernels import multi_update_source
 from aioflow.ops.state import adam_update, momentum_update, sgd_update
 
 
@@ -86,7 +86,7 @@ class _Ctx:
 ])
 def test_the_generated_multi_update_source_matches_the_generic_update(single, attrs, ok,
                                                                       tmp_path):
-    from aioflow.ops import cupy_fused_kernels as k
+    from aioflow.backends.cupy import fused_kernels as k
     multi_name, slots, reads_step = fused.MULTI_UPDATES[single.name]
     sizes = (7, 3, 5)
     rng = np.random.default_rng(1)
@@ -127,7 +127,7 @@ def test_the_generated_multi_update_source_matches_the_generic_update(single, at
 def test_the_captured_batched_products_compute_numpys_matmul(a_shape, b_shape):
     """:func:`batched_plan`'s calls, run by a numpy model of cuBLAS's strided batched GEMM
     (column-major, the operands swapped as the capture path swaps them), give ``a @ b``."""
-    from aioflow.ops.cupy_capture_gemm import batched_plan
+    from aioflow.backends.cupy.capture_gemm import batched_plan
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
     out_shape, calls = batched_plan(a_shape, b_shape)
@@ -147,7 +147,7 @@ def test_the_captured_batched_products_compute_numpys_matmul(a_shape, b_shape):
 def test_the_cupy_kernel_sources_use_no_host_header_macros():
     """NVRTC compiles CuPy's kernels without the host's headers: ``INFINITY`` in the max-pool
     kernel failed to compile on the H200 (issue 26)."""
-    from aioflow.ops import cupy_fused_kernels, cupy_kernels
+    from aioflow.backends.cupy import fused_kernels as cupy_fused_kernels, kernels as cupy_kernels
     for module in (cupy_fused_kernels, cupy_kernels):
         source = pathlib.Path(module.__file__).read_text()
         found = re.findall(r"\b(INFINITY|NAN|HUGE_VALF?|FLT_MAX|DBL_MAX|M_PI)\b", source)

@@ -55,7 +55,7 @@ def make_slow(seconds: float, form=tp.Numpy):
 def ran_on(job) -> list:
     """Names of the threads the job's plan runs on from now on, one a step (compiles the
     job in the default session if needed)."""
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     compiled = job.compiled_for(default_session())
     threads = []
     real = compiled.plan.run

@@ -1,4 +1,4 @@
-"""The device interface (runtime/device.py), driven through a test double of an
+"""The device interface (backends/device.py), driven through a test double of an
 asynchronous device: a single worker thread standing in for a CUDA stream, on which
 copies and compute complete later than the calls that start them."""
 import asyncio
@@ -13,7 +13,7 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow import backends
 from aioflow.backends.numpy_backend import NumpyBackend
-from aioflow.runtime.device import (DONE, Fetched, HostDevice, Launched, Staged, ThreadEvent,
+from aioflow.backends.device import (DONE, Fetched, HostDevice, Launched, Staged, ThreadEvent,
                                     run_step)
 
 from .jobs import X, Y, make_train, reference_losses

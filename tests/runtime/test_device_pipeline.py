@@ -13,8 +13,8 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.backends.simulated import SimulatedDevice, SimulatedDeviceError
-from aioflow.runtime.device import run_step
-from aioflow.session import default_session
+from aioflow.backends.device import run_step
+from aioflow.engine.session import default_session
 from aioflow.testing import simulated_gpu
 
 from .jobs import X, Y, make_train, reference_losses

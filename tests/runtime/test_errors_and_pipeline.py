@@ -107,7 +107,7 @@ def test_backpressure_bounds_in_flight_steps():
     flow.sync_default_session()
     slow(eye)(lambda _: None)  # compile and warm up
     flow.sync_default_session()
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     pipeline = default_session().pipeline
     peak, delivered, seen_at_return = 0, [], []
     for _ in range(6):
@@ -264,7 +264,7 @@ async def test_awaiting_a_callback_registration_gives_backpressure():
     slow, eye = make_slow(0.03, tp.Callback[tp.Numpy])
     slow(eye)(lambda _: None)
     await flow.sync_default_session()
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     pipeline = default_session().pipeline
     seen = []
     for i in range(5):
@@ -291,7 +291,7 @@ def test_callbacks_for_a_closed_loop_still_run_exactly_once():
 # -- blocking calls on an idle pipeline run in the calling thread --------------------------
 
 def _pipeline():
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     return default_session().pipeline
 
 
@@ -321,7 +321,7 @@ def test_ctrl_c_during_an_inline_step_is_raised_after_its_updates(monkeypatch,
                                                                   sigint_as_in_a_terminal):
     train = make_train()
     train(X, Y)
-    from aioflow.session import default_session
+    from aioflow.engine.session import default_session
     compiled = train.compiled_for(default_session())
     real_run = compiled.plan.run
 

@@ -1,4 +1,4 @@
-"""CUDA-graph replay bookkeeping (runtime/graph_capture.py) on the simulated GPU's recording
+"""CUDA-graph replay bookkeeping (backends/graph_capture.py) on the simulated GPU's recording
 capturer: results equal eager steps, the switch turns it off, baked values re-capture,
 plans that cannot be captured run eagerly and say why."""
 import asyncio
@@ -11,8 +11,8 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow import backends
 from aioflow.backends.simulated import SimulatedBackend
-from aioflow.runtime import graph_capture
-from aioflow.session import default_session
+from aioflow.backends import graph_capture
+from aioflow.engine.session import default_session
 
 BATCH = 6
 

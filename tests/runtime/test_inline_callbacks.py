@@ -9,7 +9,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 from .jobs import (X, Y, make_slow, make_train, ran_on, reference_losses,
                    refusals_inside_a_callback)

@@ -9,7 +9,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.runtime import turns
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 from aioflow.testing import simulated_gpu
 
 from .test_device_pipeline import _worst_gap, fresh_session  # noqa: F401 - autouse fixture

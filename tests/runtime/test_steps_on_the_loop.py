@@ -11,7 +11,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.runtime.pipeline import _interrupts_held
-from aioflow.session import default_session
+from aioflow.engine.session import default_session
 
 from .jobs import X, Y, make_slow, make_train, ran_on, reference_losses
 

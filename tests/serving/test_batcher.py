@@ -19,7 +19,7 @@ import aioflow.serving
 import aioflow.serving.batcher
 import aioflow.serving.metrics
 import aioflow.typing as tp
-from aioflow import session as session_mod
+from aioflow.engine import session as session_mod
 from aioflow.serving import (BatcherClosedError, DynamicBatcher, OverloadedError,
                              RequestTimeoutError)
 

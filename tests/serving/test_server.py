@@ -20,7 +20,7 @@ from PIL import Image
 
 import aioflow as flow
 from aioflow.checkpoint import io as checkpoint_io
-from aioflow import session as session_mod
+from aioflow.engine import session as session_mod
 from serving_helpers import ServerProcess, load_server_module
 
 pytestmark = pytest.mark.timeout(60)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dtypes
+from .._core import dtypes
 
 __all__ = ["summary", "Summary"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Blob
+from ..ir import Blob
 
 __all__ = ["mark", "size_of", "expose_sizes", "trim"]
 

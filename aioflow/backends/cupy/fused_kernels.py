@@ -27,10 +27,10 @@ import functools
 
 import numpy as np
 
-from . import fused
-from .conv import max_pool2d_grad, max_pool2d_op
-from .cupy_kernels import ROW_EXPONENTIALS
-from .state import adamw_decay_rate
+from ...ops import fused
+from ...ops.conv import max_pool2d_grad, max_pool2d_op
+from .kernels import ROW_EXPONENTIALS
+from ...ops.state import adamw_decay_rate
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -143,7 +143,7 @@ def _max_pool2d(ctx, x, *, ksize, strides, pads):
     if not _floats(x):
         return max_pool2d_op.forward(ctx, x, ksize=ksize, strides=strides, pads=pads)
     xp = ctx.xp
-    from ..kernels.pool import _PoolGeom, _argmax_dtype
+    from ...kernels.pool import _PoolGeom, _argmax_dtype
     g = _PoolGeom(x.shape, ksize, strides, pads, "max_pool2d")
     y = xp.empty((g.N, g.C, g.OH, g.OW), x.dtype)
     argmax = xp.empty(y.shape, _argmax_dtype(x.dtype, g.kh * g.kw))   # as the generic's
@@ -160,7 +160,7 @@ def _max_pool2d_grad(ctx, dy, argmax, *, x_shape, ksize, strides, pads):
         return max_pool2d_grad.forward(ctx, dy, argmax, x_shape=x_shape, ksize=ksize,
                                        strides=strides, pads=pads)
     xp = ctx.xp
-    from ..kernels.pool import _PoolGeom
+    from ...kernels.pool import _PoolGeom
     g = _PoolGeom(x_shape, ksize, strides, pads, "max_pool2d_backward")
     dx = xp.empty(tuple(x_shape), dy.dtype)
     if dx.size:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .ir import Blob, current_graph
+from .._core import dtypes
+from ..ir import Blob, current_graph
 
 
 @dataclass
@@ -91,7 +91,7 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     if shape is None:
         raise ValueError(f"get_variable({name!r}): shape is required")
     if distribute is not None:   # a layout hint: variables are whole on each device
-        from .distribute import assert_is_valid_distribute
+        from ..distribute import assert_is_valid_distribute
         assert_is_valid_distribute(distribute, f"get_variable({name!r}) distribute")
     name = graph.namespace_prefix() + name
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
@@ -125,7 +125,7 @@ def read_declared(name: str) -> Blob:
     if cached is not None:
         return cached
     record = graph.session.variables[name]
-    from .ops.state import variable
+    from ..ops.state import variable
     blob = variable(name=name, var=name, shape=record.shape, dtype=record.dtype)
     graph.variable_blobs[name] = blob
     return blob

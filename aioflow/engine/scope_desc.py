@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import warnings
 
-from .callsite import user_stacklevel
+from .._core.callsite import user_stacklevel
 from .function_settings import SETTINGS
-from .ir import current_graph, is_tracing
+from ..ir import current_graph, is_tracing
 
 __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
            "deprecated_current_scope", "current_global_function_desc"]
@@ -27,7 +27,7 @@ __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
 def _default_device_tag() -> str:
     """Where ops outside any ``flow.scope.placement`` block run: the GPU when GPUs are
     configured (``flow.config.gpu_device_num``, default 1) and one is usable."""
-    from . import backends, config
+    from .. import backends, config
     return "gpu" if config.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
 
 

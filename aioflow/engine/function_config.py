@@ -10,7 +10,7 @@ True
 """
 from __future__ import annotations
 
-from . import dtypes
+from .._core import dtypes
 from . import function_settings as _fs
 
 _VIEWS = ("consistent", "mirrored")
@@ -148,13 +148,13 @@ class _TrainConfig(_SettingGroup):
 
 class FunctionConfig:
     """Settings of one job function: every setter of OneFlow v0.3.4's ``FunctionConfig``
-    (those not defined here in :mod:`aioflow.function_settings`). Unknown settings raise
+    (those not defined here in :mod:`aioflow.engine.function_settings`). Unknown settings raise
     ``AttributeError``."""
 
     def __init__(self):
         self._default_data_type = dtypes.float32
         self._logical_view = LogicalView("consistent")
-        self._values: dict = {}   # the settings of aioflow.function_settings, as set
+        self._values: dict = {}   # the settings of aioflow.engine.function_settings, as set
         self.train = _TrainConfig(self._values)
         self.static_mem_alloc_policy_white_list = _MemoryPolicyList(self._values)
         self.static_mem_alloc_algo_white_list = _AlgoList()
@@ -166,11 +166,11 @@ class FunctionConfig:
         setting = _fs.SETTINGS.get(name)
         if setting is None or name.startswith("_"):
             raise AttributeError(f"function_config has no setting {name!r} (OneFlow "
-                                 "v0.3.4's setters are listed in aioflow.function_settings)")
+                                 "v0.3.4's setters are listed in aioflow.engine.function_settings)")
         return _setter(self.__dict__.setdefault("_values", {}), setting)
 
     def setting(self, name: str):
-        """The value of a setting of :mod:`aioflow.function_settings` (dotted for the
+        """The value of a setting of :mod:`aioflow.engine.function_settings` (dotted for the
         grouped ones, ``"qat.symmetric"``): as last set, else its initial value."""
         if name not in _fs.SETTINGS:
             raise KeyError(f"function_config.setting: no setting {name!r}")

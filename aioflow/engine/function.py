@@ -27,20 +27,21 @@ import time
 
 import numpy as np
 
-from . import backends, config, distributed, dynamic_inputs, dynamic_shapes
-from .distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
+from .. import backends, config, distributed
+from . import dynamic_inputs, dynamic_shapes
+from ..distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
-from .compiler import compile as compile_graph
-from .compiler.compile import DEFAULT_OPTIONS
-from .data import job_feeds
+from ..compiler import compile as compile_graph
+from ..compiler.compile import DEFAULT_OPTIONS
+from ..data import job_feeds
 from .function_config import FunctionConfig
 from .inputs import convert_argument
-from .ops import tensor_buffer
-from .ir import Graph, tracing
-from .runtime.calls import call_job
-from .runtime import malloc
-from .runtime.device import InFlight, submit_step
-from .runtime.results import foreign_async_library, running_loop
+from ..ops import tensor_buffer
+from ..ir import Graph, tracing
+from ..runtime.calls import call_job
+from ..runtime import malloc
+from ..backends.device import InFlight, submit_step
+from ..runtime.results import foreign_async_library, running_loop
 from .signature import bind_arguments, flatten_result, read_parameters, read_return
 
 _JOB_TYPES = ("train", "predict")
@@ -242,11 +243,11 @@ class CompiledJob:
                               and not self.plan.communicates)
         self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
         # flow.config.enable_cuda_graphs: a backend that can capture a step as one graph
-        # replays it (runtime/graph_capture.py); None: every step runs the plan eagerly.
+        # replays it (backends/graph_capture.py); None: every step runs the plan eagerly.
         self.captured = None
         capturer = self.backend.graph_capturer()
         if capturer is not None and config.get("cuda_graphs"):
-            from .runtime.graph_capture import CapturedStep
+            from ..backends.graph_capture import CapturedStep
             self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
         # The median of the last RECENT_STEPS measured steps, not a mean: one of a noisy
         # host's spikes (a 10 ms step among 3.6 ms ones) would push a mean over the

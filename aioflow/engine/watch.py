@@ -36,8 +36,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import typing as tp
-from .ir import Blob, current_graph, is_tracing
+from .. import typing as tp
+from ..ir import Blob, current_graph, is_tracing
 from .signature import LegacyBlob
 
 __all__ = ["watch", "watch_diff"]

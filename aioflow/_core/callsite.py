@@ -18,7 +18,8 @@ import sys
 
 __all__ = ["outside_aioflow", "user_stacklevel"]
 
-_INTERNAL = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+# The aioflow package's folder (this file lives in aioflow/_core/).
+_INTERNAL = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
              os.path.abspath(contextlib.__file__))
 
 

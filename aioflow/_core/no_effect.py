@@ -12,7 +12,7 @@ __all__ = ["accept", "inter_job_reuse_mem_strategy"]
 def accept(name: str, value, why: str, kind: type = bool) -> None:
     """Check ``value`` (a ``kind``; bools are not ints) and warn once that ``name`` (the
     public spelling, e.g. ``"flow.env.logtostderr"``) has no effect, and ``why``."""
-    from .session import warn_once   # lazily: config.py imports this at load
+    from ..engine.session import warn_once  # lazily: config.py imports this at load
     wrong = not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))
     if wrong:
         raise TypeError(f"{name}: expected a {kind.__name__}, got {value!r}")

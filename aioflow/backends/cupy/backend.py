@@ -5,7 +5,7 @@ compute stream of the backend's own, so stream order keeps a step after the step
 and a checkpoint after the step that produced its values. A step's input and output
 copies run on two copy streams, ordered against the compute stream by events
 (:class:`CupyDevice`), so they overlap other steps' kernels; the host waits only on the
-events of :mod:`aioflow.runtime.device` (``Event.synchronize()`` releases the GIL), on
+events of :mod:`aioflow.backends.device` (``Event.synchronize()`` releases the GIL), on
 the runtime's completion thread.
 
 ``import cupy`` succeeds on machines without a GPU, and a CuPy ``Stream`` built there
@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime.device import Event, Fetched, Launched, RingStaged, Staged, StagingRing
-from .base import Backend, BackendUnavailable
+from ..device import Event, Fetched, Launched, RingStaged, Staged, StagingRing
+from ..base import Backend, BackendUnavailable
 
 _probe_lock = threading.Lock()
 _probed: dict = {}
@@ -112,7 +112,7 @@ class _PinnedFetched(Fetched):
 
 
 class CupyDevice:
-    """stage / launch / fetch (runtime/device.py's contract) on three CUDA streams.
+    """stage / launch / fetch (backends/device.py's contract) on three CUDA streams.
 
     * ``copy_in``: a step's inputs go host -> pinned buffer (a memcpy on the calling
       thread) -> device, asynchronously; the device arrays are allocated on this stream,
@@ -209,7 +209,7 @@ class CupyGraph:
 
 
 class CupyGraphCapturer:
-    """CUDA stream capture of a compiled step (runtime/graph_capture.py), on a private
+    """CUDA stream capture of a compiled step (backends/graph_capture.py), on a private
     memory pool (verified on an H200, issue 26).
 
     * Memory: the warm-up step and the capture allocate from a pool of their own
@@ -233,7 +233,7 @@ class CupyGraphCapturer:
         return self._cupy.cuda.using_allocator(self.pool.malloc)
 
     def capture(self, step, ops) -> CupyGraph:
-        from ..ops import cupy_capture_gemm
+        from . import capture_gemm as cupy_capture_gemm
         cupy = self._cupy
         handle = cupy.cuda.device.get_cublas_handle()   # before capturing: it may allocate
         with self.allocation(), self.stream, cupy_capture_gemm.capturing(handle, self.stream):

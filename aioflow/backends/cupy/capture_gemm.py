@@ -5,7 +5,7 @@ handle's stream, and that check raises ``NotImplementedError: calling cuBLAS API
 stream capture is currently unsupported`` (cupy#6290 tracks lifting it). cuBLAS itself
 supports capture (in host pointer mode alpha and beta are read when captured, and baked
 into the graph, as they should be). So while
-:class:`aioflow.backends.cupy_backend.CupyGraphCapturer` captures a step, products go to
+:class:`aioflow.backends.cupy.backend.CupyGraphCapturer` captures a step, products go to
 cuBLAS through ``ctypes`` (:class:`_Cublas`: the very library CuPy loaded, found in the
 process's memory map), on the handle CuPy created, whose stream is set to the capturing
 one before the capture starts and restored after it:
@@ -28,7 +28,7 @@ import threading
 
 import numpy as np
 
-from .linalg import matmul_op
+from ...ops.linalg import matmul_op
 
 _OP_N, _OP_T = 0, 1   # CUBLAS_OP_N, CUBLAS_OP_T
 _state = threading.local()
@@ -101,7 +101,7 @@ def _cublas() -> _Cublas:
 def capturing(handle: int, stream):
     """Within this block, this thread's products go to cuBLAS ``handle`` on ``stream`` (set
     as the handle's stream now, before the capture begins, and restored afterwards)."""
-    from ..kernels.matmul_dispatch import routed
+    from ...kernels.matmul_dispatch import routed
     lib = _cublas()
     previous = lib.stream_of(handle)
     lib.check(lib.set_stream(handle, stream.ptr), "cublasSetStream")

@@ -14,8 +14,8 @@ import functools
 
 import numpy as np
 
-from .nn import sparse_softmax_ce, sparse_softmax_ce_grad
-from .state import adam_update, adamw_decay_rate, momentum_update, sgd_update
+from ...ops.nn import sparse_softmax_ce, sparse_softmax_ce_grad
+from ...ops.state import adam_update, adamw_decay_rate, momentum_update, sgd_update
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

@@ -26,7 +26,7 @@ step), the layer-wise optimizers and collectives (not reviewed for capture). A c
 that fails (e.g. a CuPy version that refuses a library call while capturing) warns once
 and the job runs eagerly from then on.
 
-The CuPy capturer (:class:`aioflow.backends.cupy_backend.CupyGraphCapturer`) ran on an
+The CuPy capturer (:class:`aioflow.backends.cupy.backend.CupyGraphCapturer`) ran on an
 H200 (issue 26); the simulated GPU's recording capturer runs this module's logic in CI.
 """
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from . import typing as tp
-from .ir import Blob
+from .. import typing as tp
+from ..ir import Blob
 
 LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "list_list_numpy"}
 
@@ -272,7 +272,7 @@ def _flatten(tree, value, blobs, path):
 
 
 def _gathered() -> bool:
-    from .distributed import is_distributed
+    from ..distributed import is_distributed
     return is_distributed()
 
 

@@ -137,7 +137,7 @@ def _field(name, conf, key, default, table=None):
 
 
 def _initializer_builders():
-    from . import initializers as init
+    from .. import initializers as init
 
     def scaling(name, conf, scale=None, distribution=None):
         return init.variance_scaling_initializer(

@@ -1,0 +1,1 @@
+"""aioflow._core"""

@@ -1,0 +1,1 @@
+"""aioflow.backends.cupy"""
