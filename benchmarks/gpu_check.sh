@@ -110,7 +110,7 @@ if [ $DRY -eq 1 ]; then
     AWAIT="--device simulated --batch 4 --rounds 2 --steps 2 --warmup 2 --models mlp"
     R32=resnet50:2 R128=mlp:10 BERT32=bert_base:2 LENET100=lenet:2 LENET1000=lenet:2
 else
-    ZOO="--device gpu" PROFILE="--device gpu" AWAIT="--device gpu --batch 100"
+    ZOO="--device gpu --steps 6" PROFILE="--device gpu" AWAIT="--device gpu --batch 100"
     R32=resnet50:32 R128=resnet50:128 BERT32=bert_base:32 LENET100=lenet:100 \
         LENET1000=lenet:1000
 fi
@@ -134,7 +134,7 @@ else
     # start and a rerun of the stages that matter fit in a session's 15 device minutes.
     stage gpu_tests 100 $PYTEST -v -m gpu tests/backends tests/distributed/test_mpi.py \
         tests/data/test_coco_reader.py
-    stage matrix 150 env AIOFLOW_DEVICE=gpu $PYTEST $XDIST $MATRIX_TESTS
+    stage matrix 140 env AIOFLOW_DEVICE=gpu $PYTEST $XDIST $MATRIX_TESTS
     stage parity 35 bash -c "cd benchmarks && $PY gpu_parity.py"
     stage depth 45 bash -c "cd benchmarks && $PY pipeline_depth.py --device gpu --batches 60 --rounds 3"
     stage steps 40 bash -c "cd benchmarks && $PY train_step.py --device gpu --images 3000 \
@@ -143,7 +143,7 @@ else
 fi
 # Budgets on the GPU (Z=0); the dry run's are Z=300 seconds longer (2 shared CPU cores)
 stage zoo-await $(( Z + 20 )) bash -c "cd benchmarks && $PY await_step.py $AWAIT"
-stage zoo-steps $(( Z + 60 )) bash -c "cd benchmarks && $PY zoo_steps.py $ZOO \
+stage zoo-steps $(( Z + 70 )) bash -c "cd benchmarks && $PY zoo_steps.py $ZOO \
     --models $R32 $BERT32 --cases $CASES"
 stage zoo-profile $(( Z + 30 )) bash -c "cd benchmarks && $PY op_profile.py $PROFILE \
     --models $LENET1000 $R32"

@@ -7,19 +7,24 @@ seeds' LeNet at batch 1000 and the zoo's ResNet-50 at batch 32 on a GPU.
 
 The job is compiled eagerly (no launch fusion, no CUDA graph), so a step runs its compiled
 plan one op at a time. The profile wraps each op of the plan (the compiled plan's
-``instructions``, each holding the op's kernel function: nothing in aioflow changes) with
-the host clock around the call and, on the GPU, a CUDA event on the compute stream before
-and after it. Before the first op a one-thread kernel holds the GPU (``--hold``, by
-default 3x the unprofiled step plus 20 ms), so the host has queued the whole step before
-the GPU reaches it: the time between an op's events is then its kernels' own, without the
-gaps where the GPU waited for the host (the script checks that the host finished queuing
-within the hold, and says so where it did not: an op that waits for the GPU on the host).
+``instructions``, each holding the op's kernel function: nothing in aioflow changes) for
+two passes of ``--steps`` blocking steps each:
+
+* host: the host clock around each op's call, nothing else added (on the GPU: the time to
+  issue the op, its launch cost, plus any wait for the GPU where an op reads a device
+  value on the host; on the CPU: the op itself);
+* device (GPU only): a CUDA event on the compute stream before and after each op, with a
+  one-thread kernel holding the GPU before the first op (``--hold``, by default 3x the
+  unprofiled step plus 20 ms), so the host has queued the step before the GPU reaches it
+  and the time between an op's events is its kernels' own, without the gaps where the GPU
+  waited for the host. The script checks that the host started the last op within the
+  hold, and says so where it did not (an op that waited for the GPU on the host).
 
 Per model: the unprofiled step (median wall ms of ``--steps`` blocking steps, and its
 device ms from CUDA events around the whole step, gaps included), then one markdown table
-by op type (calls per step, host ms per step: on the GPU the time to issue the op, its
-launch cost; device ms per step; share of the ops' device time), sorted by device time
-(host time off the GPU), and the ``--top`` single ops with their output shapes.
+by op type (calls per step, host ms per step, device ms per step, share of the ops' device
+time; on the CPU of their host time), sorted by that share, and the ``--top`` single ops
+with their output shapes.
 """
 from __future__ import annotations
 
@@ -43,8 +48,9 @@ extern "C" __global__ void hold(unsigned long long ns) {
 
 
 class OpTimer:
-    """Wraps every instruction of ``plan`` while in use (``with``); sums per instruction the
-    host seconds of its call and, with ``cupy``, the device ms between its events."""
+    """Wraps every instruction of ``plan`` while in use (``with``): sums per instruction the
+    host seconds of its call or, with ``cupy``, the device ms between CUDA events around it
+    (after a kernel holding the GPU ``hold_ms`` before the first op)."""
 
     def __init__(self, plan, cupy=None, hold_ms: float = 0.0):
         self.instructions = plan.instructions
@@ -53,17 +59,20 @@ class OpTimer:
         self.host = [0.0] * count
         self.device = [0.0] * count
         self.shapes: list = [None] * count
-        self.queued: list[float] = []     # host seconds from the first op to the last
+        self.queued: list[float] = []   # host s from the first op to the last op's start
         self.steps = 0
+        self.hold_ms = 0.0
         self._hold = None
         if cupy is not None:
             self.starts = [cupy.cuda.Event() for _ in range(count)]
             self.ends = [cupy.cuda.Event() for _ in range(count)]
             if hold_ms > 0:
                 kernel = cupy.RawKernel(HOLD_KERNEL, "hold")
+                kernel((1,), (1,), (cupy.uint64(0),))    # compiled now, not in a step
+                cupy.cuda.Device().synchronize()
                 ns = cupy.uint64(int(hold_ms * 1e6))
                 self._hold = lambda: kernel((1,), (1,), (ns,))
-        self.hold_ms = hold_ms if self._hold else 0.0
+                self.hold_ms = hold_ms
         self._originals = [ins.kernel for ins in self.instructions]
         self._first = 0.0
 
@@ -78,24 +87,24 @@ class OpTimer:
 
     def _timed(self, index, kernel):
         last = index == len(self.instructions) - 1
+        events = self.cupy is not None
 
         def timed(ctx, *args, **kwargs):
             if index == 0:
                 if self._hold is not None:
                     self._hold()
                 self._first = time.perf_counter()
-            if self.cupy is not None:
+            if events:
                 self.starts[index].record()
             start = time.perf_counter()
+            if last:
+                self.queued.append(start - self._first)
             out = kernel(ctx, *args, **kwargs)
-            end = time.perf_counter()
-            if self.cupy is not None:
+            self.host[index] += time.perf_counter() - start
+            if events:
                 self.ends[index].record()
-            self.host[index] += end - start
             first = out[0] if isinstance(out, (tuple, list)) and out else out
             self.shapes[index] = getattr(first, "shape", None)
-            if last:
-                self.queued.append(end - self._first)
             return out
         return timed
 
@@ -109,79 +118,84 @@ class OpTimer:
             self.device[index] += self.cupy.cuda.get_elapsed_time(start, end)
 
 
-def by_type(timer: OpTimer):
-    """``{op type: [calls, host ms, device ms]}`` per step."""
-    rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
-    for ins, host, device in zip(timer.instructions, timer.host, timer.device):
-        row = rows[ins.op_name or ins.name]
-        row[0] += 1
-        row[1] += 1000 * host / timer.steps
-        row[2] += device / timer.steps
-    return rows
+def _per_step(timer, values, scale=1.0):
+    return [scale * v / timer.steps for v in values] if timer else [None] * len(values)
 
 
-def report(name, batch, timer: OpTimer, step_ms, device_ms, top: int) -> None:
-    on_gpu = timer.cupy is not None
-    rows = by_type(timer)
-    device_total = sum(timer.device) / timer.steps
-    host_total = 1000 * sum(timer.host) / timer.steps
-    print(f"\n### {name} batch {batch}: eager step, {len(timer.instructions)} ops")
+def report(name, batch, host: OpTimer, device: OpTimer | None, step_ms, device_ms,
+           top: int) -> None:
+    """Markdown: the step's totals, the ops by type, the costliest ops."""
+    host_ms = _per_step(host, host.host, 1000)
+    device_ms_op = _per_step(device, device.device if device else host.device)
+    cost = device_ms_op if device else host_ms
+    total = sum(cost)
+    print(f"\n### {name} batch {batch}: eager step, {len(host.instructions)} ops")
     line = f"unprofiled step {step_ms:.2f} ms"
     if device_ms is not None:
         line += f" (device {device_ms:.2f} ms, gaps included)"
-    line += f"; ops' host time {host_total:.2f} ms per step"
-    if on_gpu:
-        queued = 1000 * max(timer.queued)
-        line += f", ops' device time {device_total:.2f} ms per step"
-        if timer.hold_ms:
-            held = "within" if queued < timer.hold_ms else "NOT within (gaps included)"
-            line += f"; the host queued a step in {queued:.1f} ms, {held} the " \
-                    f"{timer.hold_ms:.0f} ms hold"
+    line += f"; ops' host time {sum(host_ms):.2f} ms per step"
+    if device:
+        line += f", ops' device time {total:.2f} ms per step"
+        if device.hold_ms:
+            queued = 1000 * max(device.queued)
+            held = "within" if queued < device.hold_ms else "NOT within (gaps included)"
+            line += f"; the last op started {queued:.1f} ms into the step, {held} the " \
+                    f"{device.hold_ms:.0f} ms hold"
         else:
             line += " (no hold: the device times include the host's gaps)"
     print(line)
-    key = 2 if on_gpu else 1
-    total = device_total if on_gpu else host_total
+    rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for ins, h, d, c in zip(host.instructions, host_ms, device_ms_op, cost):
+        row = rows[ins.op_name or ins.name]
+        row[0] += 1
+        row[1] += h
+        row[2] += d if device else 0.0
     print("\n| op type | calls | host ms | device ms | share |")
     print("|---|---|---|---|---|")
-    for op, (calls, host, device) in sorted(rows.items(), key=lambda r: -r[1][key]):
-        share = 100 * (device if on_gpu else host) / total if total else 0.0
-        print(f"| {op} | {calls} | {host:.3f} | "
-              f"{f'{device:.3f}' if on_gpu else '-'} | {share:.1f}% |")
+    for op, (calls, h, d) in sorted(rows.items(), key=lambda r: -r[1][2 if device else 1]):
+        share = 100 * (d if device else h) / total if total else 0.0
+        print(f"| {op} | {calls} | {h:.3f} | {f'{d:.3f}' if device else '-'} | "
+              f"{share:.1f}% |")
     print("\n| top op | type | output shape | host ms | device ms |")
     print("|---|---|---|---|---|")
-    costs = timer.device if on_gpu else timer.host
-    order = sorted(range(len(costs)), key=lambda i: -costs[i])[:top]
-    for i in order:
-        ins = timer.instructions[i]
-        shape = timer.shapes[i]
+    for i in sorted(range(len(cost)), key=lambda i: -cost[i])[:top]:
+        ins, shape = host.instructions[i], host.shapes[i]
         shape = "-" if shape is None else "x".join(map(str, shape)) or "scalar"
-        device = f"{timer.device[i] / timer.steps:.3f}" if on_gpu else "-"
-        print(f"| {ins.name} | {ins.op_name} | {shape} | "
-              f"{1000 * timer.host[i] / timer.steps:.3f} | {device} |", flush=True)
+        d = f"{device_ms_op[i]:.3f}" if device else "-"
+        print(f"| {ins.name} | {ins.op_name} | {shape} | {host_ms[i]:.3f} | {d} |",
+              flush=True)
+
+
+def _steps(job, inputs, count, timer=None) -> list[float]:
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        job(*inputs)
+        times.append(time.perf_counter() - start)
+        if timer is not None:
+            timer.step_done()
+    return times
 
 
 def profile(name, batch, args) -> None:
     (job,), compiled = compile_variant(lambda: (flow_job(name, batch, args),), args.device,
                                        "eager")
     inputs = inputs_of(name, batch, args)
-    device_ms = device_timer(compiled, skip=2)
-    times = []
-    for _ in range(2 + args.steps):     # 2 warm-up steps: kernels compiled, buffers bound
-        start = time.perf_counter()
-        job(*inputs)
-        times.append(time.perf_counter() - start)
-    step_ms = 1000 * statistics.median(times[2:])
-    device_ms = device_ms() if device_ms else None
-    cupy = None
+    step_device_ms = device_timer(compiled, skip=2)
+    step_ms = 1000 * statistics.median(_steps(job, inputs, 2 + args.steps)[2:])   # 2 warm-up
+    device_ms = None
+    if step_device_ms is not None:
+        device_ms = step_device_ms()
+        compiled.backend.device.timings = None     # no more events around whole steps
+    with OpTimer(compiled.plan) as host:
+        _steps(job, inputs, args.steps, host)
+    device = None
     if args.device == "gpu":
         import cupy
-    hold = args.hold if args.hold is not None else 3 * step_ms + 20
-    with OpTimer(compiled.plan, cupy, hold if cupy is not None else 0.0) as timer:
-        for _ in range(args.steps):
-            job(*inputs)
-            timer.step_done()
-    report(name, batch, timer, step_ms, device_ms, args.top)
+        hold = args.hold if args.hold is not None else 3 * step_ms + 20
+        with OpTimer(compiled.plan, cupy, hold) as device:
+            _steps(job, inputs, args.steps, device)
+    report(name, batch, host, device, step_ms, device_ms, args.top)
 
 
 def main(argv=None):

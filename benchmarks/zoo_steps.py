@@ -21,10 +21,13 @@ for the same reason: a replay would repeat the draws, so a job with dropout runs
 Per case, after ``--warmup`` steps (compilation, capture): the median wall time of a
 step (a blocking call returning the per-sample losses on the host, PyTorch's copied back
 too; each step copies its batch in from host memory, pinned for PyTorch), samples/s of the
-median step, host CPU ms per step (process CPU time over the steps' wall time: every
-thread's), device ms per step (CUDA events around each step's kernels), the GPU busy
-fraction (device over wall), aioflow's launches per step and how its graph case ran.
-Markdown rows, then per model the ratio of each case to PyTorch eager.
+median step, host CPU ms per step (process CPU time, every thread's, over the timed
+steps), device ms per step (CUDA events around each step's kernels), the GPU busy fraction
+(device over wall), aioflow's launches per step and how its graph case ran (captures,
+replays, or why it ran eagerly). Markdown rows, then per model the ratio of each case to
+PyTorch eager. PyTorch runs with its defaults, printed in the header (TF32 for cuDNN's
+convolutions, not for matmuls; ``--no-tf32``: none); its ResNet-50 takes the zoo's L2
+regularization as weight decay.
 
 torch is imported lazily; without it the torch cases print why they did not run.
 """
@@ -81,9 +84,10 @@ def flow_job(name: str, batch: int, args):
 def torch_model_of(name: str, args):
     """``(net, optimizer factory, clip norm or None)``: the same model in PyTorch."""
     import torch
-    if name == "resnet50":
+    if name == "resnet50":   # the zoo's l2(1/32768) regularizers as weight decay
         return (Z.resnet50_torch_net(*((10, 8) if args.tiny else (1000, 1))),
-                lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9), None)
+                lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=1 / 32768),
+                None)
     if name == "bert_base":
         return Z.bert_torch_net(_bert_cfg(args)), Z.bert_adamw, 1.0
     return torch_model(name), lambda p: torch.optim.SGD(p, lr=0.01), None
@@ -246,11 +250,16 @@ def arguments(argv=None):
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="BERT's dropout (not 0: aioflow's graph case runs eagerly)")
     parser.add_argument("--tiny", action="store_true", help="the dry run's small models")
+    parser.add_argument("--no-tf32", action="store_true",
+                        help="PyTorch in float32 throughout (cuDNN's TF32 off), as aioflow")
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = arguments(argv)
+    if args.no_tf32:
+        import torch
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     print(f"device: {describe(args)}; {args.steps} steps per case after {args.warmup}; "
           f"{'tiny models' if args.tiny else 'full size'}", flush=True)
     print("| model | batch | case | ms/step | samples/s | host ms | device ms | GPU busy "
