@@ -2,7 +2,7 @@
 ``await job(x, y)`` within 5% of ``job(x, y)``).
 
     python benchmarks/await_step.py --device gpu              # MLP and LeNet, batch 100
-    python benchmarks/await_step.py --device strict --batch 10 --rounds 2 --steps 3
+    python benchmarks/await_step.py --device strict --models mlp:10 --rounds 2 --steps 3
 
 One job per model, compiled as users get it (launch fusion, CUDA graphs on), timed in
 interleaved rounds: ``--steps`` blocking calls in plain code (each returns the per-sample
@@ -14,14 +14,13 @@ thread's, over the same steps) and how the job's steps ran (graph replays).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 
 
 from step_variants import compile_variant, graph_note, restore_defaults
-from zoo_steps import describe, flow_job, inputs_of
+from zoo_steps import base_parser, describe, flow_job, inputs_of
 
 
 def _blocking(job, inputs, steps):
@@ -60,35 +59,27 @@ def _ms(values, steps):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("gpu", "strict", "simulated", "cpu"),
-                        default="gpu")
-    parser.add_argument("--models", nargs="+", default=["mlp", "lenet"],
-                        help="mlp, lenet (or zoo_steps.py's resnet50, bert_base)")
-    parser.add_argument("--batch", type=int, default=100)
+    parser = base_parser(__doc__, [("mlp", 100), ("lenet", 100)])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=50, help="steps per form per round")
     parser.add_argument("--warmup", type=int, default=3, help="steps of each form first")
     parser.add_argument("--pause", type=float, default=0.1, help="seconds after each round")
-    parser.add_argument("--tiny", action="store_true", help="zoo models (resnet50, "
-                        "bert_base) at zoo_steps.py's dry-run sizes")
     args = parser.parse_args(argv)
-    args.dropout = 0.0
     print(f"device: {describe(args)}; {args.rounds} rounds of {args.steps} steps per form",
           flush=True)
     print("| model | batch | blocking ms | awaited ms | awaited / blocking | host ms "
           "blocking | host ms awaited | graph |")
     print("|---|---|---|---|---|---|---|---|", flush=True)
     try:
-        for name in args.models:
-            rounds, compiled = measure(name, args.batch, args)
+        for name, batch in args.models:
+            rounds, compiled = measure(name, batch, args)
             walls = {form: _ms([w for w, _ in runs], args.steps) for form, runs in rounds.items()}
             cpus = {form: statistics.median(_ms([c for _, c in runs], args.steps))
                     for form, runs in rounds.items()}
             ratios = [a / b for a, b in zip(walls["awaited"], walls["blocking"])]
             cells = [f"{statistics.median(w):.3f} [{min(w):.3f}-{max(w):.3f}]"
                      for w in walls.values()]
-            print(f"| {name} | {args.batch} | {cells[0]} | {cells[1]} | "
+            print(f"| {name} | {batch} | {cells[0]} | {cells[1]} | "
                   f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}] | "
                   f"{cpus['blocking']:.3f} | {cpus['awaited']:.3f} | {graph_note(compiled)} |",
                   flush=True)

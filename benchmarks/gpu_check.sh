@@ -107,10 +107,10 @@ MATRIX_TESTS="tests/ops tests/test_variables_and_training.py tests/test_checkpoi
 if [ $DRY -eq 1 ]; then
     ZOO="--device simulated --tiny --steps 2 --warmup 2"
     PROFILE="--device strict --tiny --steps 1"
-    AWAIT="--device simulated --batch 4 --rounds 2 --steps 2 --warmup 2 --models mlp"
+    AWAIT="--device simulated --models mlp:4 --rounds 2 --steps 2 --warmup 2"
     R32=resnet50:2 R128=mlp:10 BERT32=bert_base:2 LENET100=lenet:2 LENET1000=lenet:2
 else
-    ZOO="--device gpu --steps 6" PROFILE="--device gpu" AWAIT="--device gpu --batch 100"
+    ZOO="--device gpu --steps 6" PROFILE="--device gpu" AWAIT="--device gpu"
     R32=resnet50:32 R128=resnet50:128 BERT32=bert_base:32 LENET100=lenet:100 \
         LENET1000=lenet:1000
 fi

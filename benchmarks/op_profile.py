@@ -28,13 +28,12 @@ with their output shapes.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import statistics
 import time
 
 from step_variants import compile_variant, device_timer, restore_defaults
-from zoo_steps import describe, flow_job, inputs_of, parse_model
+from zoo_steps import base_parser, describe, flow_job, inputs_of
 
 HOLD_KERNEL = r"""
 extern "C" __global__ void hold(unsigned long long ns) {
@@ -199,19 +198,12 @@ def profile(name, batch, args) -> None:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("gpu", "strict", "simulated", "cpu"),
-                        default="gpu")
-    parser.add_argument("--models", nargs="+", type=parse_model,
-                        default=[("lenet", 1000), ("resnet50", 32)],
-                        help="name:batch (lenet, mlp, resnet50, bert_base)")
+    parser = base_parser(__doc__, [("lenet", 1000), ("resnet50", 32)])
     parser.add_argument("--steps", type=int, default=3, help="profiled steps per model")
     parser.add_argument("--top", type=int, default=12, help="single ops listed")
     parser.add_argument("--hold", type=float, default=None,
                         help="ms the GPU is held before each profiled step")
-    parser.add_argument("--tiny", action="store_true", help="zoo models at dry-run sizes")
     args = parser.parse_args(argv)
-    args.dropout = 0.0
     print(f"device: {describe(args)}; {args.steps} profiled steps per model", flush=True)
     try:
         for name, batch in args.models:

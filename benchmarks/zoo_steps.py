@@ -236,20 +236,25 @@ def describe(args) -> str:
             f"{torch.backends.cudnn.benchmark})")
 
 
-def arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def base_parser(doc: str, models: list) -> argparse.ArgumentParser:
+    """The options of the GPU run's model scripts: --device, --models, --tiny, --dropout."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--device", choices=("gpu", "strict", "simulated", "cpu"),
                         default="gpu")
-    parser.add_argument("--models", nargs="+", type=parse_model,
-                        default=[("resnet50", 32), ("bert_base", 32)],
+    parser.add_argument("--models", nargs="+", type=parse_model, default=models,
                         help="name:batch (resnet50, bert_base, mlp, lenet)")
+    parser.add_argument("--tiny", action="store_true", help="the dry run's small zoo models")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="BERT's dropout (not 0: aioflow's graph case runs eagerly)")
+    return parser
+
+
+def arguments(argv=None):
+    parser = base_parser(__doc__, [("resnet50", 32), ("bert_base", 32)])
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(DEFAULT_CASES))
     parser.add_argument("--steps", type=int, default=10, help="timed steps per case")
     parser.add_argument("--warmup", type=int, default=WARMUP_STEPS,
                         help="steps before the clock starts (compiling, capturing)")
-    parser.add_argument("--dropout", type=float, default=0.0,
-                        help="BERT's dropout (not 0: aioflow's graph case runs eagerly)")
-    parser.add_argument("--tiny", action="store_true", help="the dry run's small models")
     parser.add_argument("--no-tf32", action="store_true",
                         help="PyTorch in float32 throughout (cuDNN's TF32 off), as aioflow")
     return parser.parse_args(argv)
