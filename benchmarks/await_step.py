@@ -18,7 +18,6 @@ import asyncio
 import statistics
 import time
 
-
 from step_variants import compile_variant, graph_note, restore_defaults
 from zoo_steps import base_parser, describe, flow_job, inputs_of
 
