@@ -61,17 +61,22 @@ class OpTimer:
         self.queued: list[float] = []   # host s from the first op to the last op's start
         self.steps = 0
         self.hold_ms = 0.0
+        self.no_hold = "no hold asked for"
         self._hold = None
         if cupy is not None:
             self.starts = [cupy.cuda.Event() for _ in range(count)]
             self.ends = [cupy.cuda.Event() for _ in range(count)]
             if hold_ms > 0:
-                kernel = cupy.RawKernel(HOLD_KERNEL, "hold")
-                kernel((1,), (1,), (cupy.uint64(0),))    # compiled now, not in a step
-                cupy.cuda.Device().synchronize()
-                ns = cupy.uint64(int(hold_ms * 1e6))
-                self._hold = lambda: kernel((1,), (1,), (ns,))
-                self.hold_ms = hold_ms
+                try:
+                    kernel = cupy.RawKernel(HOLD_KERNEL, "hold")
+                    kernel((1,), (1,), (cupy.uint64(0),))    # compiled now, not in a step
+                    cupy.cuda.Device().synchronize()
+                except Exception as exc:  # noqa: BLE001 - profile without it, say why
+                    self.no_hold = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+                else:
+                    ns = cupy.uint64(int(hold_ms * 1e6))
+                    self._hold = lambda: kernel((1,), (1,), (ns,))
+                    self.hold_ms = hold_ms
         self._originals = [ins.kernel for ins in self.instructions]
         self._first = 0.0
 
@@ -141,7 +146,7 @@ def report(name, batch, host: OpTimer, device: OpTimer | None, step_ms, device_m
             line += f"; the last op started {queued:.1f} ms into the step, {held} the " \
                     f"{device.hold_ms:.0f} ms hold"
         else:
-            line += " (no hold: the device times include the host's gaps)"
+            line += f" (no hold, {device.no_hold}: the device times include the host's gaps)"
     print(line)
     rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for ins, h, d, c in zip(host.instructions, host_ms, device_ms_op, cost):
