@@ -14,7 +14,8 @@ random MNIST-shaped images through ``flow.data.Loader``, the same batches for ev
 
 Per case: the median wall time of a step (a blocking call returning the loss on the host),
 images/s over the epoch, the host CPU time per step (process CPU time over the epoch's
-steps) and, on the GPU, the device time per step (CUDA events around each step's work).
+steps) and, on the GPU, the device time per step (CUDA events around each step's work) and
+the GPU busy fraction (device time over wall time of the median step).
 Launches per step of aioflow's plan are printed beside its rows.
 
 torch is imported lazily (not an aioflow dependency).
@@ -29,32 +30,73 @@ import numpy as np
 import aioflow as flow
 from aioflow import backends
 from aioflow.engine.session import default_session
+from aioflow.testing import simulated_gpu
 from models import flow_jobs, torch_model
 
 WARMUP_STEPS = 3
+BACKENDS = {"gpu": "cupy", "cpu": "numpy", "strict": "strict"}
 
 
-def _aioflow_train(model: str, batch: int, backend: str):
-    with backends.use(backend):
-        train, _ = flow_jobs(model, batch=batch)
-        compiled = train.compiled_for(default_session())   # for this backend, now
-    return train, compiled
+def device_block(device: str):
+    """Jobs compiled in this block run on ``device``: ``gpu`` (CuPy), ``cpu`` (numpy),
+    ``strict`` (numpy refusing what CuPy refuses) or ``simulated`` (aioflow.testing's
+    simulated GPU, capturing and replaying steps as the CuPy backend's CUDA graphs do)."""
+    if device == "simulated":
+        return simulated_gpu(cuda_graphs=True)
+    return backends.use(BACKENDS[device])
+
+
+def compile_variant(build, device: str, variant: str):
+    """``(build(), compiled job)``: ``build()`` returns ``(job, ...)``, its job compiled now
+    for ``device`` as ``variant``: ``eager`` (no launch fusion, no CUDA graph), ``fused``
+    (launch fusion) or ``graph`` (fused, replayed from a captured graph where the device
+    captures: the GPU or the simulated one)."""
+    flow.clear_default_session()
+    flow.config.launch_fusion(variant != "eager")
+    flow.config.enable_cuda_graphs(variant == "graph")
+    with device_block(device):
+        built = build()
+        compiled = built[0].compiled_for(default_session())
+    return built, compiled
+
+
+def restore_defaults() -> None:
+    flow.config.launch_fusion("auto")
+    flow.config.enable_cuda_graphs(True)
+
+
+def device_timer(compiled, skip: int = WARMUP_STEPS):
+    """``device_ms()``: the median time of the compiled job's steps on the GPU after the
+    first ``skip`` (CUDA events around each step's kernels, from now on), or None where the
+    device is not a GPU."""
+    gpu = compiled.backend.device
+    if not hasattr(gpu, "elapsed_ms"):
+        return None
+    gpu.timings = []
+
+    def device_ms():
+        spans = [gpu.elapsed_ms(start, end) for start, end in gpu.timings[skip:]]
+        return statistics.median(spans) if spans else float("nan")
+    return device_ms
+
+
+def graph_note(compiled) -> str:
+    """How the compiled job's steps ran: replayed from a captured graph, or why not."""
+    step = compiled.captured
+    if step is None:
+        return "not captured (no graphs on this device)"
+    counts = f"captures {step.captures}, replays {step.replays}, eager steps {step.eager_steps}"
+    if step.refused:
+        return f"{counts}; then eagerly: {step.refused}" if step.captures else \
+            f"not captured: {step.refused}"
+    return counts
 
 
 def aioflow_case(model, batch, device, variant):
     """``(step(x, y), launches per step, device_ms() or None)`` for a variant."""
-    flow.config.launch_fusion(variant != "eager")
-    flow.config.enable_cuda_graphs(variant == "graph")
-    train, compiled = _aioflow_train(model, batch, "cupy" if device == "gpu" else "numpy")
-    if device != "gpu":
-        return train, compiled.plan.launches_per_step, None
-    gpu = compiled.backend.device
-    gpu.timings = []
-
-    def device_ms():
-        spans = [gpu.elapsed_ms(start, end) for start, end in gpu.timings[WARMUP_STEPS:]]
-        return statistics.median(spans) if spans else float("nan")
-    return train, compiled.plan.launches_per_step, device_ms
+    (train,), compiled = compile_variant(lambda: flow_jobs(model, batch=batch)[:1],
+                                         "gpu" if device == "gpu" else "cpu", variant)
+    return train, compiled.plan.launches_per_step, device_timer(compiled)
 
 
 def torch_case(model, device, compiled: bool):
@@ -119,14 +161,13 @@ def main(args):
     else:   # aioflow's cases alone need no torch (the GPU check's dry run in CI)
         print(f"device: {args.device}; {args.images} images per epoch (random)")
     print(f"{'model':6} {'batch':>5} {'case':15} {'median ms':>9} {'images/s':>9} "
-          f"{'host ms':>8} {'device ms':>9} {'launches':>8}")
+          f"{'host ms':>8} {'device ms':>9} {'busy':>5} {'launches':>8}")
     for batch in args.batches:
         for model in args.models:
             for case in args.cases:
                 row = _measure(case, model, batch, args.device, images, labels)
                 print(f"{model:6} {batch:5} {case:15} {row}", flush=True)
-    flow.config.launch_fusion("auto")
-    flow.config.enable_cuda_graphs(True)
+    restore_defaults()
 
 
 def _measure(case, model, batch, device, images, labels) -> str:
@@ -142,7 +183,11 @@ def _measure(case, model, batch, device, images, labels) -> str:
         median, rate, host = run_epoch(step, images, labels, batch)
     except Exception as exc:  # noqa: BLE001 - a case that cannot run here says why
         return f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    on_device = f"{device_ms():9.2f}" if device_ms is not None else f"{'-':>9}"
+    if device_ms is not None:
+        on_device = device_ms()
+        on_device = f"{on_device:9.2f} {100 * on_device / median:4.0f}%"
+    else:
+        on_device = f"{'-':>9} {'-':>5}"
     return f"{median:9.2f} {rate:9.0f} {host:8.2f} {on_device} {launches!s:>8}"
 
 

@@ -28,25 +28,41 @@ BATCH = 8
 
 
 # -- ResNet-50 -----------------------------------------------------------------------------
-def resnet50_flow():
+def resnet50_job(batch=BATCH, image=224, classes=1000, width_divisor=1, schedule=True):
+    """The zoo's ResNet-50 train job (tests/models/test_resnet.py's model, ``width_divisor``
+    dividing its channel widths) and a fixed random batch for it: ``(job, (images,
+    labels))``. SGD with momentum 0.9, under the zoo's warm-up + cosine schedule, or with
+    ``schedule=False`` at a constant rate (a CUDA graph bakes the learning rate in: a rate
+    that changes every step would capture the step again every step)."""
     from tests.models import test_resnet as R
     from tests.models.zoo import sgd_with_warmup, train_config
-    R.WIDTH_DIVISOR, R.CLASSES = 1, 1000
+    R.WIDTH_DIVISOR, R.CLASSES = width_divisor, classes
 
     @flow.global_function(type="train", function_config=train_config())
-    def step(images: tp.Numpy.Placeholder((BATCH, 3, 224, 224)),
-             labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+    def step(images: tp.Numpy.Placeholder((batch, 3, image, image)),
+             labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
         loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, R.resnet50(images))
-        sgd_with_warmup(lr=0.01).minimize(loss)
+        optimizer = (sgd_with_warmup(lr=0.01) if schedule
+                     else flow.optimizer.SGD(0.01, momentum=0.9))
+        optimizer.minimize(loss)
         return loss
+    return step, resnet50_batch(batch, image, classes)
+
+
+def resnet50_batch(batch=BATCH, image=224, classes=1000):
+    """A fixed random batch: ``(images, labels)``."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((BATCH, 3, 224, 224)).astype(np.float32)
-    y = rng.integers(0, 1000, BATCH).astype(np.int32)
-    return lambda: step(x, y)
+    return (rng.standard_normal((batch, 3, image, image)).astype(np.float32),
+            rng.integers(0, classes, batch).astype(np.int32))
 
 
-def resnet50_torch():
-    import torch
+def resnet50_flow():
+    step, inputs = resnet50_job()
+    return lambda: step(*inputs)
+
+
+def resnet50_torch_net(classes=1000, width_divisor=1):
+    """torchvision's ResNet-50 layout (the zoo model's), written out: ``nn.Module``."""
     from torch import nn
 
     class Bottleneck(nn.Module):
@@ -62,23 +78,29 @@ def resnet50_torch():
                           if stride != 1 or cin != cout else nn.Identity())
 
         def forward(self, x):
-            return torch.relu(self.a(x) + self.short(x))
+            return (self.a(x) + self.short(x)).relu()
 
-    layers, cin = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                   nn.MaxPool2d(3, 2, 1)], 64
+    stem = 64 // width_divisor
+    layers, cin = [nn.Conv2d(3, stem, 7, 2, 3, bias=False), nn.BatchNorm2d(stem), nn.ReLU(),
+                   nn.MaxPool2d(3, 2, 1)], stem
     for i, (count, inner) in enumerate(zip([3, 4, 6, 3], [64, 128, 256, 512])):
+        inner //= width_divisor
         for j in range(count):
             layers.append(Bottleneck(cin, inner, inner * 4, 2 if i and not j else 1))
             cin = inner * 4
-    net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000))
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
+
+
+def resnet50_torch():
+    import torch
+    net = resnet50_torch_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    rng = np.random.default_rng(0)
-    x = torch.from_numpy(rng.standard_normal((BATCH, 3, 224, 224)).astype(np.float32))
-    y = torch.from_numpy(rng.integers(0, 1000, BATCH))
+    x, y = (torch.from_numpy(a) for a in resnet50_batch())
+    y = y.long()
 
     def step():
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(net(x), y)
+        loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
         return float(loss.detach())
@@ -86,47 +108,62 @@ def resnet50_torch():
 
 
 # -- BERT-base classifier ------------------------------------------------------------------
-def _bert_cfg():
+def bert_cfg(dropout=0.1, **sizes):
+    """BERT-base's configuration (12 layers, hidden 768, seq 128), or other ``sizes``."""
     from tests.models import bert
-    return bert.BertConfig(vocab_size=30522, seq_length=128, hidden_size=768,
-                           num_hidden_layers=12, num_attention_heads=12,
-                           intermediate_size=3072, max_position_embeddings=512,
-                           type_vocab_size=2)
+    base = dict(vocab_size=30522, seq_length=128, hidden_size=768, num_hidden_layers=12,
+                num_attention_heads=12, intermediate_size=3072, max_position_embeddings=512,
+                type_vocab_size=2)
+    return bert.BertConfig(**{**base, **sizes}, hidden_dropout_prob=dropout,
+                           attention_probs_dropout_prob=dropout)
 
 
-def _bert_batch(cfg):
+def bert_batch(cfg, batch=BATCH):
+    """A fixed random batch: ``(ids, mask, segments, labels)``."""
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, cfg.vocab_size, (BATCH, cfg.seq_length)).astype(np.int32)
-    mask = np.ones((BATCH, cfg.seq_length), np.int32)
+    ids = rng.integers(0, cfg.vocab_size, (batch, cfg.seq_length)).astype(np.int32)
+    mask = np.ones((batch, cfg.seq_length), np.int32)
     segments = (np.arange(cfg.seq_length) >= cfg.seq_length // 2).astype(np.int32)
     return ids, mask, np.broadcast_to(segments, ids.shape).copy(), \
-        rng.integers(0, 2, BATCH).astype(np.int32)
+        rng.integers(0, 2, batch).astype(np.int32)
 
 
-def bert_base_flow():
+def bert_job(cfg, batch=BATCH, schedule=True):
+    """The zoo's BERT GLUE classifier train job (tests/models/bert.py) and a fixed batch:
+    ``(job, inputs)``. AdamW with global-norm clipping, under OneFlow-Benchmark's warm-up
+    + polynomial decay, or with ``schedule=False`` at a constant rate (for CUDA graphs)."""
     from tests.models import bert
-    cfg = _bert_cfg()
     s = cfg.seq_length
 
     @flow.global_function(type="train", function_config=bert.function_config())
-    def step(ids: tp.Numpy.Placeholder((BATCH, s), dtype=flow.int32),
-             mask: tp.Numpy.Placeholder((BATCH, s), dtype=flow.int32),
-             segments: tp.Numpy.Placeholder((BATCH, s), dtype=flow.int32),
-             labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+    def step(ids: tp.Numpy.Placeholder((batch, s), dtype=flow.int32),
+             mask: tp.Numpy.Placeholder((batch, s), dtype=flow.int32),
+             segments: tp.Numpy.Placeholder((batch, s), dtype=flow.int32),
+             labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
         loss = bert.glue_classifier({"input_ids": ids, "input_mask": mask,
                                      "segment_ids": segments, "label_ids": labels}, cfg)
         flow.losses.add_loss(loss)
-        bert.optimizer(2e-5, iter_num=1000).minimize(loss)
+        if schedule:
+            bert.optimizer(2e-5, iter_num=1000).minimize(loss)
+        else:
+            flow.optimizer.AdamW(2e-5, epsilon=1e-6, weight_decay=0.01,
+                                 weight_decay_excludes=["bias", "LayerNorm", "layer_norm"],
+                                 grad_clipping=flow.optimizer.grad_clipping.by_global_norm(1.0)
+                                 ).minimize(loss)
         return loss
-    batch = _bert_batch(cfg)
-    return lambda: step(*batch)
+    return step, bert_batch(cfg, batch)
 
 
-def bert_base_torch():
+def bert_base_flow():
+    step, inputs = bert_job(bert_cfg())
+    return lambda: step(*inputs)
+
+
+def bert_torch_net(cfg):
+    """The same BERT classifier in PyTorch: ``forward(ids, mask, segments)`` -> logits."""
     import torch
     from torch import nn
     F = nn.functional
-    cfg = _bert_cfg()
     h, heads = cfg.hidden_size, cfg.num_attention_heads
 
     class Layer(nn.Module):
@@ -136,13 +173,14 @@ def bert_base_torch():
             self.out, self.ln1 = nn.Linear(h, h), nn.LayerNorm(h)
             self.inter, self.out2 = nn.Linear(h, cfg.intermediate_size), \
                 nn.Linear(cfg.intermediate_size, h)
-            self.ln2, self.drop = nn.LayerNorm(h), nn.Dropout(0.1)
+            self.ln2, self.drop = nn.LayerNorm(h), nn.Dropout(cfg.hidden_dropout_prob)
+            self.drop_probs = nn.Dropout(cfg.attention_probs_dropout_prob)
 
         def forward(self, x, addr):
             b, s, _ = x.shape
             q, k, v = (m(x).view(b, s, heads, -1).transpose(1, 2) for m in self.qkv)
-            probs = self.drop(torch.softmax(q @ k.transpose(-1, -2) / np.sqrt(h // heads)
-                                            + addr, -1))
+            probs = self.drop_probs(torch.softmax(q @ k.transpose(-1, -2)
+                                                  / np.sqrt(h // heads) + addr, -1))
             ctx = (probs @ v).transpose(1, 2).reshape(b, s, h)
             x = self.ln1(self.drop(self.out(ctx)) + x)
             return self.ln2(self.drop(self.out2(F.gelu(self.inter(x)))) + x)
@@ -153,7 +191,7 @@ def bert_base_torch():
             self.words = nn.Embedding(cfg.vocab_size, h)
             self.types = nn.Embedding(cfg.type_vocab_size, h)
             self.positions = nn.Parameter(torch.zeros(cfg.max_position_embeddings, h))
-            self.ln, self.drop = nn.LayerNorm(h), nn.Dropout(0.1)
+            self.ln, self.drop = nn.LayerNorm(h), nn.Dropout(cfg.hidden_dropout_prob)
             self.layers = nn.ModuleList(Layer() for _ in range(cfg.num_hidden_layers))
             self.pool, self.cls = nn.Linear(h, h), nn.Linear(h, 2)
 
@@ -165,13 +203,25 @@ def bert_base_torch():
                 x = layer(x, addr)
             return self.cls(torch.tanh(self.pool(x[:, 0])))
 
-    net = Bert()
-    opt = torch.optim.AdamW(net.parameters(), lr=2e-5, eps=1e-6, weight_decay=0.01)
-    ids, mask, segments, labels = (torch.from_numpy(a).long() for a in _bert_batch(cfg))
+    return Bert()
+
+
+def bert_adamw(params):
+    """The zoo job's optimizer in PyTorch (its clipping is in the step)."""
+    import torch
+    return torch.optim.AdamW(params, lr=2e-5, eps=1e-6, weight_decay=0.01)
+
+
+def bert_base_torch():
+    import torch
+    cfg = bert_cfg()
+    net = bert_torch_net(cfg)
+    opt = bert_adamw(net.parameters())
+    ids, mask, segments, labels = (torch.from_numpy(a).long() for a in bert_batch(cfg))
 
     def step():
         opt.zero_grad()
-        loss = F.cross_entropy(net(ids, mask, segments), labels)
+        loss = torch.nn.functional.cross_entropy(net(ids, mask, segments), labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
