@@ -81,7 +81,7 @@ def _knob(public: str, kind, bare, why: str):
         if isinstance(val, int) and not isinstance(val, bool) and val < 0:
             raise ValueError(f"{public}: expected an int >= 0, got {val!r}")
         _recorded[public] = val
-        from .engine.session import warn_once  # lazily: flow.config loads before the session
+        from ._core.warn import warn_once
         warn_once(public.removeprefix("flow."), f"{public}({val!r}) has no effect in "
                   f"aioflow: {why}")
     setter.__name__ = public.rpartition(".")[2]

@@ -18,7 +18,7 @@ import re
 from . import backends
 from .engine.function_config import LogicalView
 from .ir import is_tracing, current_graph
-from .engine.session import warn_once
+from ._core.warn import warn_once
 
 _DEVICE_TAGS = ("cpu", "gpu", "cuda")
 _IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(\s*-\s*(\d+))?\s*$")

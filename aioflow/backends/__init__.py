@@ -149,5 +149,5 @@ def _from_override(value: str) -> Backend:
 
 
 def _gpu_by_default() -> bool:
-    from .. import config
-    return config.get("gpu_device_num") > 0
+    from .._core import settings
+    return settings.get("gpu_device_num") > 0

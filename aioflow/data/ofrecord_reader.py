@@ -180,8 +180,8 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
         raise ValueError(f"{what}: num_attempts must be a positive int, got {num_attempts!r}")
     area = _range(what, "random_area", random_area, upper=1.0)
     ratio = _range(what, "random_aspect_ratio", random_aspect_ratio)
-    from .. import random as _random
-    rng = np.random.default_rng(_random.loader_seed() if seed is None else seed)
+    from .._core import seeds
+    rng = np.random.default_rng(seeds.loader_seed() if seed is None else seed)
 
     def run(records):
         from ..ops.tensor_buffer import object_array

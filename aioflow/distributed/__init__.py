@@ -48,11 +48,11 @@ def barrier(what: str = "flow.distributed.barrier()") -> None:
 def setup() -> None:
     """Join the world when a launcher started this process as one of several: initialise
     MPI, give this rank its share of the cores, make an uncaught error stop every rank,
-    and make checkpoints rank-aware. Called by ``import aioflow``; a no-op alone."""
+    (checkpoints are rank-aware by themselves:
+    :mod:`aioflow.checkpoint.ranks`). Called by ``import aioflow``; a no-op alone."""
     current = world()
     if not current.distributed:
         return
-    from . import faults, resources, checkpoints
+    from . import faults, resources
     faults.install(current)
     resources.share_cores(current)
-    checkpoints.install()

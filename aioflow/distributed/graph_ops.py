@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
+from .._core.system_names import train_step_name
 from ..ir import current_graph
 from ..ops.registry import OpDef
 from . import collectives, state
@@ -133,11 +134,10 @@ _RESULT_OPS = (allgather_result, allgather_concat, allreduce_result)
 
 
 def _counter(graph) -> StepCounter:
-    counter = getattr(graph, "step_counter", None)
+    counter = graph.step_counter
     if counter is None:
         step_variable = None
         if graph.job_type == "train":
-            from ..optimizer import train_step_name
             step_variable = train_step_name(graph.name)
         counter = graph.step_counter = StepCounter(graph.name, step_variable)
     return counter
@@ -151,7 +151,7 @@ def gather_outputs(graph, kinds) -> list:
     gathered along its batch axis or all-reduced if it was reduced over the batch (see
     :mod:`aioflow.distributed.batch_split`, which also checks the training loss)."""
     counter = _counter(graph)
-    split = getattr(graph, "split_axes", None)
+    split = graph.split_axes
     states = _check_split_job(graph, split) if split else {}
     outputs = []
     for index, (blob, kind) in enumerate(zip(graph.outputs, kinds)):
@@ -236,7 +236,7 @@ def average_gradients(graph, pairs) -> list:
         token = allreduce_start(*grads, counter=counter, bucket=index,
                                 first=first and index == 0, name=f"allreduce-start-{index}")
         _move_after_producers(graph, graph.nodes[-1], producer_index)
-        graph.allreduce_layout = getattr(graph, "allreduce_layout", []) + [
+        graph.allreduce_layout = graph.allreduce_layout + [
             [(name, tuple(g.shape), g.dtype.name) for name, _, g in bucket]]
     for index, bucket in enumerate(buckets):
         token = next(n.outputs[0] for n in graph.nodes

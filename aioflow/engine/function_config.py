@@ -49,7 +49,7 @@ def _setter(values: dict, setting: _fs.Setting):
             value = setting.bare
         values[setting.name] = setting.check(public, value)
         if setting.why:
-            from .session import warn_once
+            from .._core.warn import warn_once
             warn_once(public, f"{public}({value!r}) has no effect in aioflow: {setting.why}")
     set_value.__name__ = setting.name.rpartition(".")[2]
     set_value.__doc__ = (f"OneFlow's ``{public}``: " + (f"no effect ({setting.why})."

@@ -27,8 +27,9 @@ __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
 def _default_device_tag() -> str:
     """Where ops outside any ``flow.scope.placement`` block run: the GPU when GPUs are
     configured (``flow.config.gpu_device_num``, default 1) and one is usable."""
-    from .. import backends, config
-    return "gpu" if config.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
+    from .. import backends
+    from .._core import settings
+    return "gpu" if settings.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
 
 
 class ParallelDesc:

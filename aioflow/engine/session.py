@@ -8,14 +8,14 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import warnings
 
 import numpy as np
 
-from .. import backends, config
+from .. import backends
+from .._core import settings
 from .._core import dtypes
-from .._core.callsite import user_stacklevel
-from .. import random as _random
+from .._core.warn import warn_once as warn_once  # re-exported: tests reset it here
+from .._core import seeds
 from ..runtime.pipeline import Pipeline
 from ..runtime.results import blocking_entry
 from .variables import VariableRecord
@@ -55,7 +55,7 @@ class Session:
         self.jobs: list = []  # JobFunction objects, in definition order
         # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
         self.compiled: dict = {}
-        self.rng = _random.session_generator()
+        self.rng = seeds.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).
         self._contexts: dict[str, ExecContext] = {}
@@ -68,7 +68,7 @@ class Session:
         # Guarded train steps run, by job name: the call a skip warning names.
         self.guarded_calls: dict[str, int] = {}
         self._pipeline = None
-        self._pipeline_depth = config.get("pipeline_depth")
+        self._pipeline_depth = settings.get("pipeline_depth")
 
     def reseed(self, seed: int | None) -> None:
         """Restart this session's randomness from ``seed`` (``flow.random.seed``)."""
@@ -234,7 +234,8 @@ def clear_default_session() -> None:
             old.close()
 
 
-config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+settings.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+seeds.on_reseed(lambda seed: default_session().reseed(seed))   # flow.random.seed(n) applies at once
 
 
 def eager_execution_enabled() -> bool:
@@ -253,10 +254,3 @@ def _drain_at_exit() -> None:
         log.error("aioflow: unreported error at exit", exc_info=exc)
 
 
-def warn_once(key: str, message: str, _seen=set()) -> None:  # noqa: B006 - process-wide
-    """Warn once per process, pointing at the user's line (the first caller outside
-    aioflow and contextlib, so a warning from inside a ``with`` block's manager shows
-    the user's ``with`` statement, not contextlib.py)."""
-    if key not in _seen:
-        _seen.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())

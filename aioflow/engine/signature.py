@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import typing as tp
+from . import annotations as tp
 from ..ir import Blob
 
 LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "list_list_numpy"}

@@ -91,7 +91,7 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     if shape is None:
         raise ValueError(f"get_variable({name!r}): shape is required")
     if distribute is not None:   # a layout hint: variables are whole on each device
-        from ..distribute import assert_is_valid_distribute
+        from ..ir.distribute import assert_is_valid_distribute
         assert_is_valid_distribute(distribute, f"get_variable({name!r}) distribute")
     name = graph.namespace_prefix() + name
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)

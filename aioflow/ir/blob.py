@@ -45,7 +45,7 @@ class Blob:
     def with_distribute(self, distribute) -> "Blob":
         """OneFlow's layout hint (``flow.distribute.split(axis)``...): checked, and the
         blob itself returned, since aioflow keeps values whole on each device."""
-        from ..distribute import assert_is_valid_distribute
+        from .distribute import assert_is_valid_distribute
         assert_is_valid_distribute(distribute, "Blob.with_distribute")
         return self
 
