@@ -29,6 +29,7 @@ from . import launch_fusion
 from .fusion import fuse_conv_max_pool, pool_before_bias_relu
 from .passes import eliminate_dead_code, schedule_side_effects_last, verify
 from .plan import Plan, build_plan
+from ..ops import REGISTRY
 
 DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "auto",
                    "conv_algorithm": "auto", "launch_fusion": "auto", "cuda_graphs": True}
@@ -36,7 +37,6 @@ DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "aut
 
 def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A001
     """Rewrite, differentiate, verify and plan ``graph`` for ``backend`` (in place)."""
-    from ..ops import REGISTRY
     options = {**DEFAULT_OPTIONS, **options}
     with tracing(graph):
         if options["fusion"]:

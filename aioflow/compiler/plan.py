@@ -18,6 +18,9 @@ import numpy as np
 from ..ir import Graph
 from ..kernels import parallel
 from .memory import plan_buffers
+from .._core import dtypes
+from .launch_fusion import launches_per_step
+from .. import backends
 
 
 @dataclass
@@ -58,7 +61,6 @@ class Plan:
     def launches_per_step(self) -> int:
         """Kernel launches one step issues on a device (see
         :func:`aioflow.compiler.launch_fusion.launches_per_step`)."""
-        from .launch_fusion import launches_per_step
         return launches_per_step(self)
 
     def _bind_buffers(self, ctx) -> None:
@@ -154,7 +156,6 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
     ``{"conv_algorithm": "gemm"}``; a setting left out keeps the kernel's default;
     ``backend``: whose kernels the plan calls (default: numpy)."""
     if backend is None:
-        from .. import backends
         backend = backends.named("numpy")
     options = options or {}
     split = backend.splits_on_host_threads and (kernel_threading == "split" or (
@@ -193,7 +194,6 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             buffer=buffer_of_node[index],
             op_name=node.op.name,
         ))
-    from .._core import dtypes
     blobs = {b.id: b for b in graph.placeholders}
     for node in graph.nodes:
         blobs.update((b.id, b) for b in node.outputs)

@@ -12,6 +12,8 @@ blocking the event loop.
 from __future__ import annotations
 
 from typing import Callable, Iterable
+from .. import distributed
+from ..ir import current_graph
 
 
 
@@ -22,7 +24,6 @@ class FeedSource:
     from each (a decode function and the placeholder it fills)."""
 
     def __init__(self, graph, batches: Callable[[], Iterable], what: str):
-        from .. import distributed
         if distributed.is_distributed():
             raise NotImplementedError(f"{what}: readers inside a job are not supported with "
                                       "several ranks yet; feed each rank's batches as "
@@ -35,7 +36,6 @@ class FeedSource:
 
     def add_field(self, decode: Callable, shape, dtype, label: str):
         """A new blob of the job whose value each step is ``decode(raw_batch)``."""
-        from ..ir import current_graph
         if current_graph() is not self.graph:
             raise ValueError(f"{self.what}: the reader belongs to another job function")
         blob = self.graph.add_placeholder(tuple(shape), dtype,

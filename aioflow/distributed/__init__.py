@@ -24,6 +24,8 @@ What changes in a world of several ranks (see docs/distributed.md):
 from __future__ import annotations
 
 from .state import communicator, is_distributed, world
+from . import faults, resources
+from .collectives import allgather_object
 
 __all__ = ["world", "rank", "size", "is_distributed", "barrier", "setup"]
 
@@ -41,7 +43,6 @@ def size() -> int:
 def barrier(what: str = "flow.distributed.barrier()") -> None:
     """Wait until every rank got here (with the collective deadline). A no-op alone."""
     if is_distributed():
-        from .collectives import allgather_object
         allgather_object(None, what)
 
 
@@ -53,6 +54,5 @@ def setup() -> None:
     current = world()
     if not current.distributed:
         return
-    from . import faults, resources
     faults.install(current)
     resources.share_cores(current)

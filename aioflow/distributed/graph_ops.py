@@ -22,6 +22,7 @@ from .._core.system_names import train_step_name
 from ..ir import current_graph
 from ..ops.registry import OpDef
 from . import collectives, state
+from .batch_split import FREE, MEAN, Unsupported, analyse
 
 BUCKET_BYTES = 1 << 20   # gradients per all-reduce: a few buckets overlap the backward pass
 
@@ -166,7 +167,6 @@ def gather_outputs(graph, kinds) -> list:
 
 
 def _check_split_job(graph, split) -> dict:
-    from .batch_split import FREE, MEAN, Unsupported, analyse
     states = analyse(graph, split)
     losses = list(graph.legacy_losses)
     if graph.train_target is not None:

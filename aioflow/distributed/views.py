@@ -16,6 +16,7 @@ import numpy as np
 
 from .._core.describe import describe
 from .state import world
+from .batch_split import local_rows
 
 
 def add_placeholder(graph, spec, name: str, job_name: str):
@@ -25,7 +26,6 @@ def add_placeholder(graph, spec, name: str, job_name: str):
     shape = spec.shape
     split = current.distributed and spec.kind == "numpy" and spec.batch_axis is not None
     if split:
-        from .batch_split import local_rows
         axis = spec.batch_axis % len(shape)
         rows = local_rows(shape[axis], current.size,
                           f"job function {job_name!r}, parameter {name!r}")

@@ -19,6 +19,7 @@ from ..distributed.views import rank_part
 from .dynamic_inputs import fits_dynamic, is_dynamic_spec
 from .._core.describe import describe
 from .annotations import PlaceholderSpec
+from ..distributed import views
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
 # defaults are 64-bit; the placeholders usually say 32).
@@ -41,7 +42,6 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     if spec.kind == "numpy":
         # the whole value in a single process, else this rank's slice of the batch
         return [rank_part(spec, _convert_array(spec, value, name, fn_name, private, finite))]
-    from ..distributed import views
     # The outer list holds one entry per rank (one per device: a rank runs one device).
     item = views.rank_element(value, spec, name, fn_name)
     if spec.kind == "list_list_numpy" and _is_tensor_list(spec, item):

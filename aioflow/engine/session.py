@@ -19,6 +19,9 @@ from .._core import seeds
 from ..runtime.pipeline import Pipeline
 from ..runtime.results import blocking_entry
 from .variables import VariableRecord
+from ..distributed import is_distributed
+from ..distributed.collectives import broadcast_arrays
+from ..initializers import glorot_uniform_initializer
 
 log = logging.getLogger("aioflow")
 
@@ -131,9 +134,7 @@ class Session:
         ``backend`` (default: where it lives now, or the CPU)."""
         names = list(self.variables if names is None else names)
         values = {name: _initial_value(self.variables[name], self.rng) for name in names}
-        from ..distributed import is_distributed
         if names and is_distributed():   # every rank starts from rank 0's values
-            from ..distributed.collectives import broadcast_arrays
             values = broadcast_arrays(values, "broadcasting rank 0's initial variables")
         for name in names:
             record = self.variables[name]
@@ -190,7 +191,6 @@ def _initial_value(record: VariableRecord, rng) -> np.ndarray:
     initializer = record.initializer
     if initializer is None:
         if record.dtype.is_floating and len(record.shape) >= 2:
-            from ..initializers import glorot_uniform_initializer
             initializer = glorot_uniform_initializer()
         else:
             return np.zeros(record.shape, np_dtype)
