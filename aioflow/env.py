@@ -100,7 +100,6 @@ def current_resource() -> Resource:
     >>> current_resource().machine_num
     1
     """
-    from .distributed import world
     return Resource(max(len(world().hosts), 1), config.get("gpu_device_num"),
                     config.get("cpu_device_num"), bool(config.get("debug")))
 

@@ -211,10 +211,10 @@ def _foreign_training_state(name: str, session) -> bool:
     """Whether ``name`` is training state (a step counter or an optimizer slot of one of
     the session's variables) that a session without any training state may ignore: an
     inference script loading what a training script saved."""
-    from ..optimizer import SLOT_NAMES
     if any(record.is_state for record in session.variables.values()):
         return False
     if name.startswith("System-Train-"):   # step counters, loss scales (aioflow/optimizer)
         return True
     base, _, slot = name.rpartition("-")
+    from ..optimizer import SLOT_NAMES   # TODO(issue 23 merge): hoist
     return slot in SLOT_NAMES and base in session.variables

@@ -65,7 +65,6 @@ class Plan:
 
     def _bind_buffers(self, ctx) -> None:
         """Allocate the memory plan's buffers (once) and hand each to its writers."""
-        from .._core import dtypes
         arrays = [ctx.xp.empty(shape, dtype=dtypes.as_numpy(dtype))
                   for shape, dtype in self.buffers]
         for ins in self.instructions:
@@ -76,7 +75,6 @@ class Plan:
     @property
     def buffer_bytes(self) -> int:
         """Bytes the memory plan's buffers take (allocated at the first step)."""
-        from .._core import dtypes
         return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
                    for shape, dtype in self.buffers)
 

@@ -22,7 +22,7 @@ from .._core.system_names import train_step_name
 from ..ir import current_graph
 from ..ops.registry import OpDef
 from . import collectives, state
-from .batch_split import FREE, MEAN, Unsupported, analyse
+from .batch_split import FREE, MEAN, SUM, Unsupported, analyse
 
 BUCKET_BYTES = 1 << 20   # gradients per all-reduce: a few buckets overlap the backward pass
 
@@ -184,7 +184,6 @@ def _check_split_job(graph, split) -> dict:
 
 
 def _consistent_result(graph, blob, states, counter, first, index):
-    from .batch_split import FREE, MEAN, SUM, Unsupported
     value = states.get(blob.id, FREE)
     if value == FREE:
         return blob

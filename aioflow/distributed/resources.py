@@ -37,7 +37,6 @@ def check_device_count(name: str, n: int) -> None:
 
 
 def check_machine_count(n: int, where: str = "flow.config.machine_num") -> None:
-    from .state import world
     current = world()
     if n != len(current.hosts):
         raise ValueError(

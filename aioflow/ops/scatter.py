@@ -187,7 +187,6 @@ def slice_update_op(ctx, x, update, *, index):
 
 @slice_update_op.grad
 def _slice_update_grad(node, gy):
-    from .elementwise import zeros_like
     index = node.attrs["index"]
     return [slice_update_op(gy, zeros_like(node.inputs[1]), index=index),
             slice_op(gy, index=index)]

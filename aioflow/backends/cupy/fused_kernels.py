@@ -160,7 +160,6 @@ def _max_pool2d_grad(ctx, dy, argmax, *, x_shape, ksize, strides, pads):
         return max_pool2d_grad.forward(ctx, dy, argmax, x_shape=x_shape, ksize=ksize,
                                        strides=strides, pads=pads)
     xp = ctx.xp
-    from ...kernels.pool import _PoolGeom
     g = _PoolGeom(x_shape, ksize, strides, pads, "max_pool2d_backward")
     dx = xp.empty(tuple(x_shape), dy.dtype)
     if dx.size:
