@@ -11,13 +11,12 @@ must then be 1 or the ranks on the host, and ``machine_num`` the hosts.
 """
 from __future__ import annotations
 
-_settings = {"gpu_device_num": 1, "cpu_device_num": 1, "machine_num": 1, "debug": False,
-             "pipeline_depth": 2, "fusion": True, "memory_plan": True,
-             "kernel_threading": "auto", "conv_algorithm": "auto", "tune_malloc": True,
-             "await_on_loop_ms": 5.0, "inline_callback_ms": 10.0,
-             "check_finite_inputs": True, "skip_nonfinite_steps": True,
-             "collective_timeout": 300.0, "launch_fusion": "auto", "cuda_graphs": True}
-_watchers: dict[str, list] = {}
+from ._core import settings as _store
+from ._core.settings import get as get
+from ._core.no_effect import accept as _accept
+from .config_knobs import collective_boxing, setters as _knob_setters
+from .distributed.resources import check_device_count, check_machine_count
+from .kernels.winograd import ALGORITHMS
 
 
 __all__ = [
@@ -45,7 +44,7 @@ __all__ = [
 def _count(name, n):
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"flow.config.{name}: expected a non-negative int, got {n!r}")
-    _settings[name] = n
+    _store.put(name, n)
 
 
 def gpu_device_num(n: int) -> None:
@@ -61,7 +60,6 @@ def cpu_device_num(n: int) -> None:
 
 
 def _check_devices(name: str, n: int) -> None:
-    from .distributed.resources import check_device_count
     check_device_count(name, n)
 
 
@@ -70,9 +68,8 @@ def machine_num(n: int) -> None:
     single process)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"flow.config.machine_num: expected a positive int, got {n!r}")
-    from .distributed.resources import check_machine_count
     check_machine_count(n)
-    _settings["machine_num"] = n
+    _store.put("machine_num", n)
 
 
 def collective_timeout(seconds: float = 300.0) -> None:
@@ -88,20 +85,11 @@ def collective_timeout(seconds: float = 300.0) -> None:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise ValueError(f"flow.config.collective_timeout: expected a positive number of "
                          f"seconds, got {seconds!r}")
-    _settings["collective_timeout"] = float(seconds)
+    _store.put("collective_timeout", float(seconds))
 
 
-def on_change(name: str, callback) -> None:
-    """Call ``callback(value)`` whenever the setting ``name`` is set (for the modules that
-    act on a setting at once: the session's pipeline depth, the allocator thresholds).
-    Settings flow one way: this module imports no other part of aioflow at load."""
-    _watchers.setdefault(name, []).append(callback)
 
 
-def _set(name: str, value) -> None:
-    _settings[name] = value
-    for callback in _watchers.get(name, ()):
-        callback(value)
 
 
 def pipeline_depth(depth: int) -> None:
@@ -110,7 +98,7 @@ def pipeline_depth(depth: int) -> None:
     the running session at once and to sessions created later."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"pipeline depth: expected a positive int, got {depth!r}")
-    _set("pipeline_depth", depth)
+    _store.put("pipeline_depth", depth)
 
 
 def await_on_loop_ms(ms: float = 5.0) -> None:
@@ -128,7 +116,7 @@ def await_on_loop_ms(ms: float = 5.0) -> None:
     >>> await_on_loop_ms(0)     # a server that never runs a step on its loop
     >>> await_on_loop_ms(5.0)
     """
-    _settings["await_on_loop_ms"] = _milliseconds("await_on_loop_ms", ms)
+    _store.put("await_on_loop_ms", _milliseconds("await_on_loop_ms", ms))
 
 
 def inline_callback_ms(ms: float = 10.0) -> None:
@@ -148,7 +136,7 @@ def inline_callback_ms(ms: float = 10.0) -> None:
     >>> inline_callback_ms(0)   # every Callback step on the compute thread
     >>> inline_callback_ms(10.0)
     """
-    _settings["inline_callback_ms"] = _milliseconds("inline_callback_ms", ms)
+    _store.put("inline_callback_ms", _milliseconds("inline_callback_ms", ms))
 
 
 def _milliseconds(knob: str, ms) -> float:
@@ -163,7 +151,7 @@ def enable_fusion(flag: bool = True) -> None:
     before bias + relu, then a convolution and the 2x2 max pooling after it as one kernel
     that never stores the convolution's full output. Results agree to float rounding
     either way."""
-    _settings["fusion"] = bool(flag)
+    _store.put("fusion", bool(flag))
 
 
 def launch_fusion(mode="auto") -> None:
@@ -181,7 +169,7 @@ def launch_fusion(mode="auto") -> None:
     if mode != "auto" and not isinstance(mode, bool):
         raise ValueError(f"flow.config.launch_fusion: expected True, False or 'auto', got "
                          f"{mode!r}")
-    _settings["launch_fusion"] = mode
+    _store.put("launch_fusion", mode)
 
 
 def enable_cuda_graphs(flag: bool = True) -> None:
@@ -197,14 +185,14 @@ def enable_cuda_graphs(flag: bool = True) -> None:
     if not isinstance(flag, bool):
         raise TypeError(f"flow.config.enable_cuda_graphs: expected True or False, got "
                         f"{flag!r}")
-    _settings["cuda_graphs"] = flag
+    _store.put("cuda_graphs", flag)
 
 
 def enable_memory_plan(flag: bool = True) -> None:
     """Turn the compiler's memory plan on or off for jobs compiled from now on: with it,
     elementwise ops write into buffers reused by liveness and from step to step; without
     it, every op allocates its result each step. Results are identical either way."""
-    _settings["memory_plan"] = bool(flag)
+    _store.put("memory_plan", bool(flag))
 
 
 def kernel_threading(mode: str = "auto") -> None:
@@ -225,7 +213,7 @@ def kernel_threading(mode: str = "auto") -> None:
     if mode not in ("auto", "blas", "split"):
         raise ValueError(f"flow.config.kernel_threading: mode must be 'auto', 'blas' or "
                          f"'split', got {mode!r}")
-    _settings["kernel_threading"] = mode
+    _store.put("kernel_threading", mode)
 
 
 def conv_algorithm(name: str = "auto") -> None:
@@ -247,11 +235,10 @@ def conv_algorithm(name: str = "auto") -> None:
     'gemm'
     >>> conv_algorithm("auto")
     """
-    from .kernels.winograd import ALGORITHMS
     if name not in ALGORITHMS:
         raise ValueError(f"flow.config.conv_algorithm: name must be one of "
                          f"{', '.join(repr(a) for a in ALGORITHMS)}, got {name!r}")
-    _settings["conv_algorithm"] = name
+    _store.put("conv_algorithm", name)
 
 
 def tune_malloc(flag: bool = True) -> None:
@@ -268,7 +255,7 @@ def tune_malloc(flag: bool = True) -> None:
     False
     >>> tune_malloc(True)
     """
-    _set("tune_malloc", bool(flag))   # runtime/malloc.py restores glibc's values on False
+    _store.put("tune_malloc", bool(flag))   # runtime/malloc.py restores glibc's values on False
 
 
 def check_finite_inputs(flag: bool = True) -> None:
@@ -295,7 +282,7 @@ def check_finite_inputs(flag: bool = True) -> None:
     >>> check_finite_inputs(False)     # accepted now (and the step's guard skips it)
     >>> check_finite_inputs(True)
     """
-    _settings["check_finite_inputs"] = bool(flag)
+    _store.put("check_finite_inputs", bool(flag))
 
 
 def skip_nonfinite_steps(flag: bool = True) -> None:
@@ -309,29 +296,24 @@ def skip_nonfinite_steps(flag: bool = True) -> None:
     >>> skip_nonfinite_steps(False)
     >>> skip_nonfinite_steps(True)
     """
-    _settings["skip_nonfinite_steps"] = bool(flag)
+    _store.put("skip_nonfinite_steps", bool(flag))
 
 
 def enable_debug_mode(flag: bool = True) -> None:
-    _settings["debug"] = bool(flag)
+    _store.put("debug", bool(flag))
 
 
-def get(name: str):
-    return _settings[name]
 
 
 # -- OneFlow's runtime knobs that have no meaning in aioflow (issue 18) ----------------------
 # Accepted so OneFlow scripts run, recorded, and each warns once (at the user's line) that
 # it changes nothing; none pretends to act.
-_settings.update({"legacy_model_io": False, "model_io_v2": False,
-                  "tensor_float_32_compute": True})
 __all__ += ["enable_legacy_model_io", "legacy_model_io_enabled", "enable_model_io_v2",
             "enable_tensor_float_32_compute", "save_downloaded_file_to_local_fs"]
 
 
 def _no_effect(name: str, value, why: str, kind: type = bool) -> None:
-    from ._core.no_effect import accept
-    accept(f"flow.config.{name}", value, why, kind)
+    _accept(f"flow.config.{name}", value, why, kind)
 
 
 def enable_legacy_model_io(val: bool = True) -> None:
@@ -340,18 +322,18 @@ def enable_legacy_model_io(val: bool = True) -> None:
     :func:`legacy_model_io_enabled`."""
     _no_effect("enable_legacy_model_io", val, "it has one checkpoint format, OneFlow's "
                "folder layout, used by flow.checkpoint and flow.train.CheckPoint alike")
-    _settings["legacy_model_io"] = val
+    _store.put("legacy_model_io", val)
 
 
 def legacy_model_io_enabled() -> bool:
     """What :func:`enable_legacy_model_io` last recorded (it changes nothing)."""
-    return bool(_settings["legacy_model_io"])
+    return bool(_store.get("legacy_model_io"))
 
 
 def enable_model_io_v2(val: bool = True) -> None:
     """No effect: see :func:`enable_legacy_model_io`."""
     _no_effect("enable_model_io_v2", val, "it has one checkpoint format")
-    _settings["model_io_v2"] = val
+    _store.put("model_io_v2", val)
 
 
 def enable_tensor_float_32_compute(val: bool = True) -> None:
@@ -359,7 +341,7 @@ def enable_tensor_float_32_compute(val: bool = True) -> None:
     from the environment at import)."""
     _no_effect("enable_tensor_float_32_compute", val, "set the CUPY_TF32 environment "
                "variable before importing aioflow to let CuPy use TF32")
-    _settings["tensor_float_32_compute"] = val
+    _store.put("tensor_float_32_compute", val)
 
 
 def save_downloaded_file_to_local_fs(val: bool = True) -> None:
@@ -372,7 +354,6 @@ def save_downloaded_file_to_local_fs(val: bool = True) -> None:
 
 # -- the rest of OneFlow v0.3.4's flow.config: runtime knobs without effect ----------------
 # (config_knobs.py: checked as OneFlow checked them, warn once, no effect.)
-from .config_knobs import collective_boxing, setters as _knob_setters  # noqa: E402
 
 globals().update(_knob_setters)
 __all__ += ["collective_boxing", *_knob_setters]

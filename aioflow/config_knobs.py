@@ -16,6 +16,7 @@ TypeError: flow.config.collective_boxing.nccl_fusion_threshold_mb: expected an i
 from __future__ import annotations
 
 import types
+from ._core.warn import warn_once
 
 __all__ = ["KNOBS", "collective_boxing", "no_effect_rows"]
 
@@ -81,7 +82,6 @@ def _knob(public: str, kind, bare, why: str):
         if isinstance(val, int) and not isinstance(val, bool) and val < 0:
             raise ValueError(f"{public}: expected an int >= 0, got {val!r}")
         _recorded[public] = val
-        from .engine.session import warn_once  # lazily: flow.config loads before the session
         warn_once(public.removeprefix("flow."), f"{public}({val!r}) has no effect in "
                   f"aioflow: {why}")
     setter.__name__ = public.rpartition(".")[2]

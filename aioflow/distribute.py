@@ -22,62 +22,16 @@ from __future__ import annotations
 import warnings
 
 from ._core.callsite import user_stacklevel
+from .ir.distribute import (AutoDistribute as AutoDistribute,
+                            BroadcastDistribute as BroadcastDistribute,
+                            Distribute as Distribute, SplitDistribute as SplitDistribute,
+                            assert_is_valid_distribute as assert_is_valid_distribute,
+                            auto as auto, broadcast as broadcast, split as split)
+from .scope import consistent_view, consistent_view_enabled, mirrored_view, mirrored_view_enabled
 
 __all__ = ["Distribute", "SplitDistribute", "BroadcastDistribute", "AutoDistribute", "split",
            "broadcast", "auto", "assert_is_valid_distribute", "mirrored_strategy",
            "consistent_strategy", "mirrored_strategy_enabled", "consistent_strategy_enabled"]
-
-
-class Distribute:
-    """A distribute scheme (OneFlow's ``oneflow_api.distribute.Distribute``)."""
-
-    def __eq__(self, other) -> bool:
-        return type(self) is type(other) and vars(self) == vars(other)
-
-    def __hash__(self) -> int:
-        return hash((type(self), tuple(vars(self).items())))
-
-
-class SplitDistribute(Distribute):
-    def __init__(self, axis: int):
-        self.axis = axis
-
-    def __repr__(self) -> str:
-        return f"flow.distribute.split(axis={self.axis})"
-
-
-class BroadcastDistribute(Distribute):
-    def __repr__(self) -> str:
-        return "flow.distribute.broadcast()"
-
-
-class AutoDistribute(Distribute):
-    def __repr__(self) -> str:
-        return "flow.distribute.auto()"
-
-
-def split(axis: int) -> SplitDistribute:
-    """Split along ``axis`` (an int, as OneFlow asserted)."""
-    if isinstance(axis, bool) or not isinstance(axis, int):
-        raise TypeError(f"flow.distribute.split: axis must be an int, got {axis!r}")
-    return SplitDistribute(axis)
-
-
-def broadcast() -> BroadcastDistribute:
-    """Every device holds the whole value."""
-    return BroadcastDistribute()
-
-
-def auto() -> AutoDistribute:
-    """Let the compiler choose (aioflow: whole values, the batch split)."""
-    return AutoDistribute()
-
-
-def assert_is_valid_distribute(distribute, what: str = "distribute") -> None:
-    """``TypeError`` unless ``distribute`` came from split, broadcast or auto."""
-    if not isinstance(distribute, Distribute):
-        raise TypeError(f"{what}: expected flow.distribute.split(axis), broadcast() or "
-                        f"auto(), got {distribute!r}")
 
 
 def _deprecated(old: str, new: str) -> None:
@@ -87,27 +41,23 @@ def _deprecated(old: str, new: str) -> None:
 
 def mirrored_strategy():
     """Deprecated: ``flow.scope.mirrored_view()``."""
-    from .scope import mirrored_view
     _deprecated("mirrored_strategy", "mirrored_view")
     return mirrored_view()
 
 
 def consistent_strategy():
     """Deprecated: ``flow.scope.consistent_view()``."""
-    from .scope import consistent_view
     _deprecated("consistent_strategy", "consistent_view")
     return consistent_view()
 
 
 def mirrored_strategy_enabled() -> bool:
     """Deprecated: ``flow.scope.mirrored_view_enabled()``."""
-    from .scope import mirrored_view_enabled
     _deprecated("mirrored_strategy_enabled", "mirrored_view_enabled")
     return mirrored_view_enabled()
 
 
 def consistent_strategy_enabled() -> bool:
     """Deprecated: ``flow.scope.consistent_view_enabled()``."""
-    from .scope import consistent_view_enabled
     _deprecated("consistent_strategy_enabled", "consistent_view_enabled")
     return consistent_view_enabled()

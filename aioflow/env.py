@@ -10,6 +10,11 @@ machines fails at once on one.
 >>> flow.env.machine([{"addr": "127.0.0.1"}])     # a single process: one machine
 """
 from __future__ import annotations
+from .distributed.resources import check_machine_count
+from .distributed import world
+from .distributed.world import _hostname
+from . import config
+from ._core.no_effect import accept
 
 __all__ = ["machine", "ctrl_port", "data_port", "log_dir", "current_machine_id", "init",
            "current_resource", "Resource", "grpc_use_no_signal", "logtostderr",
@@ -26,7 +31,6 @@ def machine(machines) -> None:
         if not (isinstance(entry, str) or (isinstance(entry, dict) and "addr" in entry)):
             raise TypeError("flow.env.machine: each machine must be an address or a dict "
                             f"with an 'addr' key, got {entry!r}")
-    from .distributed.resources import check_machine_count
     check_machine_count(len(machines), "flow.env.machine")
 
 
@@ -56,8 +60,6 @@ def current_machine_id() -> int:
     >>> current_machine_id()
     0
     """
-    from .distributed import world
-    from .distributed.world import _hostname
     hosts = world().hosts
     name = _hostname()
     return hosts.index(name) if name in hosts else 0
@@ -98,14 +100,11 @@ def current_resource() -> Resource:
     >>> current_resource().machine_num
     1
     """
-    from . import config
-    from .distributed import world
     return Resource(max(len(world().hosts), 1), config.get("gpu_device_num"),
                     config.get("cpu_device_num"), bool(config.get("debug")))
 
 
 def _no_effect(name: str, value, why: str, kind: type) -> None:
-    from ._core.no_effect import accept
     accept(f"flow.env.{name}", value, why, kind)
 
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from . import backends
+from .data import mnist
+from . import __version__
 
 __all__ = ["report", "main"]
 
@@ -35,7 +38,6 @@ def _blas_lines() -> list[str]:
 
 
 def _backend_lines() -> list[str]:
-    from . import backends
     lines = ["  numpy (CPU): available"]
     reason = backends.gpu_unusable_reason()
     if reason is None:
@@ -57,7 +59,6 @@ def _backend_lines() -> list[str]:
 
 
 def _data_lines() -> list[str]:
-    from .data import mnist
     lines = []
     for what, folder in mnist._search_dirs(None, None):
         if folder is None:
@@ -78,7 +79,6 @@ def _data_lines() -> list[str]:
 
 def report() -> str:
     import numpy
-    from . import __version__
     lines = [f"aioflow {__version__} ({os.path.dirname(os.path.abspath(__file__))})",
              f"Python {platform.python_version()} ({sys.executable}) on "
              f"{platform.platform()}, {os.cpu_count()} CPUs",

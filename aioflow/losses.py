@@ -7,9 +7,12 @@ elements, as ``minimize`` does).
 from __future__ import annotations
 
 from .ir import Blob, current_graph
+from .optimizer import build_training
 
 
 def add_loss(loss: Blob) -> None:
     if not isinstance(loss, Blob):
         raise TypeError(f"add_loss: expected a Blob, got {type(loss).__name__}")
-    current_graph().legacy_losses.append(loss)
+    graph = current_graph()
+    graph.legacy_losses.append(loss)
+    graph.training_pass = build_training

@@ -27,6 +27,11 @@ import numbers
 
 from .oneflow_ops.ops_api import _require_blob
 from .ops import quantize as _q
+from .oneflow_ops.assign_api import assign
+from ._core.dtypes import int64
+from .initializers import zeros_initializer
+from .ir import current_graph
+from .engine.variables import get_variable
 
 __all__ = ["fake_quantization", "min_max_observer", "moving_average_min_maxObserver"]
 
@@ -67,11 +72,6 @@ def moving_average_min_maxObserver(input, quantization_bit=8,  # noqa: A002,N802
     job they move each step, ``moving = moving * momentum + value * (1 - momentum)``,
     starting from the first batch's value; in a predict job they stay put. The symmetric
     and cambricon forms follow ``max(|max|, |min|)`` and keep both variables equal."""
-    from .oneflow_ops.assign_api import assign
-    from ._core.dtypes import int64
-    from .initializers import zeros_initializer
-    from .ir import current_graph
-    from .engine.variables import get_variable
     attrs = _check("moving_average_min_maxObserver", input, quantization_bit,
                    quantization_scheme, quantization_formula)
     graph = current_graph()

@@ -18,7 +18,7 @@ import re
 from . import backends
 from .engine.function_config import LogicalView
 from .ir import is_tracing, current_graph
-from .engine.session import warn_once
+from ._core.warn import warn_once
 
 _DEVICE_TAGS = ("cpu", "gpu", "cuda")
 _IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(\s*-\s*(\d+))?\s*$")
@@ -101,7 +101,6 @@ def mirrored_view() -> LogicalView:
 def _view_kind() -> str:
     """The view of the innermost ``with flow.scope.*_view():`` block; else the logical
     view of the job being traced; outside a job, the default."""
-    from .engine.function_config import _view_stack
     if _view_stack:
         return _view_stack[-1]
     if is_tracing():
@@ -144,3 +143,5 @@ def namespace(name: str):
 
 # OneFlow's deprecated spelling of flow.current_scope() (which warns, as OneFlow's did).
 from .engine.scope_desc import deprecated_current_scope as current_scope  # noqa: E402
+
+from .engine.function_config import _view_stack

@@ -33,6 +33,7 @@ import os
 import types
 import unittest as _unittest
 from typing import Any, Callable
+from .engine.session import clear_default_session
 
 __all__ = ["TestCase", "env", "num_nodes_required", "register_test_cases",
            "skip_unless_1n1d", "skip_unless_1n2d", "skip_unless_1n4d",
@@ -80,7 +81,6 @@ class _ClearDefaultSession:
     """Each test starts from an empty default session (OneFlow's test-case mixin)."""
 
     def setUp(self):
-        from .engine.session import clear_default_session
         clear_default_session()
 
 

@@ -102,7 +102,11 @@ def test_callback_form_handlers_run_before_the_callback_in_its_thread(inline_cal
     finally:
         flow.config.inline_callback_ms(before)
     assert [name for name, _ in seen] == ["logits", "d logits", "callback"]
-    expected = "aioflow-delivery" if inline_callback_ms == 0 else threading.current_thread().name
+    # Only the numpy backend runs short steps in the caller's thread (a device's steps,
+    # e.g. under AIOFLOW_DEVICE=strict or gpu, always go through its compute thread).
+    backend = train.compiled_for(flow.session.default_session()).backend.name
+    inline = inline_callback_ms > 0 and backend == "numpy"
+    expected = threading.current_thread().name if inline else "aioflow-delivery"
     assert where == [expected, expected]
 
 
@@ -226,3 +230,18 @@ def test_a_handler_with_an_annotation_oneflow_refuses_is_refused():
         return x
     with pytest.raises(TypeError, match="annotation must be tp.Numpy"):
         job(X)
+
+
+def test_a_watched_logits_gradient_survives_the_fused_cross_entropy():
+    # On backends bound by launches the compiler merges the cross entropy with its
+    # gradient (compiler/launch_fusion.py); the watched gradient of the logits must then
+    # be the fused op's output, not the replaced op's, which nothing computes any more.
+    flow.config.launch_fusion(True)
+    try:
+        seen = []
+        train = _train(seen)
+        train(X, Y)
+    finally:
+        flow.config.launch_fusion("auto")
+    assert [name for name, _ in seen] == ["logits", "d logits"]
+    np.testing.assert_allclose(seen[1][1], _oracle(W)[1], rtol=1e-5, atol=1e-6)

@@ -6,13 +6,14 @@ act. ``docs/porting.md`` lists them.
 """
 from __future__ import annotations
 
+from .warn import warn_once
+
 __all__ = ["accept", "inter_job_reuse_mem_strategy"]
 
 
 def accept(name: str, value, why: str, kind: type = bool) -> None:
     """Check ``value`` (a ``kind``; bools are not ints) and warn once that ``name`` (the
     public spelling, e.g. ``"flow.env.logtostderr"``) has no effect, and ``why``."""
-    from ..engine.session import warn_once  # lazily: config.py imports this at load
     wrong = not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))
     if wrong:
         raise TypeError(f"{name}: expected a {kind.__name__}, got {value!r}")

@@ -30,6 +30,11 @@ import os
 import threading
 
 from .base import Backend, BackendUnavailable
+from .cupy.backend import probe
+from .._core import settings
+from .numpy_backend import NumpyBackend
+from .cupy.backend import CupyBackend
+from .strict import StrictBackend
 
 __all__ = ["Backend", "BackendUnavailable", "named", "gpu_usable", "gpu_unusable_reason",
            "for_job", "device_override", "use", "simulating_gpu", "simulating", "ENV_VAR"]
@@ -52,20 +57,16 @@ def named(name: str) -> Backend:
 
 def _construct(name: str) -> Backend:
     if name == "numpy":
-        from .numpy_backend import NumpyBackend
         return NumpyBackend()
     if name == "cupy":
-        from .cupy.backend import CupyBackend
         return CupyBackend()
     if name == "strict":
-        from .strict import StrictBackend
         return StrictBackend()
     raise ValueError(f"backend: expected 'numpy', 'cupy' or 'strict', got {name!r}")
 
 
 def gpu_unusable_reason() -> str | None:
     """None when the CuPy backend can run here, else why not."""
-    from .cupy.backend import probe
     return probe()
 
 
@@ -149,5 +150,4 @@ def _from_override(value: str) -> Backend:
 
 
 def _gpu_by_default() -> bool:
-    from .. import config
-    return config.get("gpu_device_num") > 0
+    return settings.get("gpu_device_num") > 0

@@ -41,6 +41,7 @@ import numpy as np
 from .device import (Event, Fetched, Launched, RingStaged, Staged, StagingRing,
                               ThreadEvent)
 from .base import Backend
+from .graph_capture import RecordingCapturer
 
 __all__ = ["SimulatedBackend", "SimulatedDevice", "SimulatedDeviceError"]
 
@@ -208,7 +209,6 @@ class SimulatedBackend(Backend):
         # sequence; off by default, so a simulated step is a plain step.
         self._capturer = None
         if graph_capture:
-            from .graph_capture import RecordingCapturer
             self._capturer = RecordingCapturer()
 
     def graph_capturer(self):

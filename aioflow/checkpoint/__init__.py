@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from . import io as checkpoint_io
+from . import ranks
 from .io import CheckpointError, CheckpointWarning
 from ..runtime.results import blocking_entry
 from .._core.callsite import user_stacklevel
@@ -70,6 +71,7 @@ def get_all_variables() -> dict[str, np.ndarray]:
 
 
 @blocking_entry
+@ranks.rank0_writes("saving a checkpoint", prepare=_ready_session)
 def save(path, var_dict=None, overwrite: bool = False) -> None:
     """Save every variable (or the arrays of ``var_dict``) to the directory ``path``.
 
@@ -87,6 +89,7 @@ def save(path, var_dict=None, overwrite: bool = False) -> None:
 
 
 @blocking_entry
+@ranks.every_rank_reads("reading a checkpoint")
 def get(path) -> dict[str, np.ndarray]:
     """Read a checkpoint directory into a dict of arrays (nothing is assigned)."""
     return checkpoint_io.read_arrays(os.fspath(path))
@@ -146,6 +149,7 @@ class CheckPoint:
         save(path, overwrite=overwrite)
 
     @blocking_entry
+    @ranks.every_rank_reads("loading a checkpoint")
     def load(self, path, strict: bool = True) -> None:
         """Load every variable of the session from ``path``, all or nothing.
 
@@ -207,10 +211,10 @@ def _foreign_training_state(name: str, session) -> bool:
     """Whether ``name`` is training state (a step counter or an optimizer slot of one of
     the session's variables) that a session without any training state may ignore: an
     inference script loading what a training script saved."""
-    from ..optimizer import SLOT_NAMES
     if any(record.is_state for record in session.variables.values()):
         return False
     if name.startswith("System-Train-"):   # step counters, loss scales (aioflow/optimizer)
         return True
     base, _, slot = name.rpartition("-")
+    from ..optimizer import SLOT_NAMES   # TODO(issue 23 merge): hoist
     return slot in SLOT_NAMES and base in session.variables

@@ -12,8 +12,9 @@ Compiling it for a backend runs, in order:
 3. dead-code elimination, side effects last, :func:`verify`;
 4. a kernel for every op on the backend (else :class:`MissingKernelError`, naming both);
 5. the plan (:func:`build_plan`): flat instructions over preallocated buffers;
-6. in a world of several ranks, the ranks compare their jobs' collective layouts
-   (:mod:`aioflow.distributed.checks`), so a mismatch raises instead of hanging.
+
+In a world of several ranks the engine then has the ranks compare their jobs' collective
+layouts (:mod:`aioflow.distributed.checks`), so a mismatch raises instead of hanging.
 
 Options: ``fusion``, ``launch_fusion``, ``memory_plan``, ``kernel_threading``,
 ``cuda_graphs`` (read by the CuPy backend's step, :mod:`aioflow.backends.graph_capture`)
@@ -28,6 +29,7 @@ from . import launch_fusion
 from .fusion import fuse_conv_max_pool, pool_before_bias_relu
 from .passes import eliminate_dead_code, schedule_side_effects_last, verify
 from .plan import Plan, build_plan
+from ..ops import REGISTRY
 
 DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "auto",
                    "conv_algorithm": "auto", "launch_fusion": "auto", "cuda_graphs": True}
@@ -35,7 +37,6 @@ DEFAULT_OPTIONS = {"fusion": True, "memory_plan": True, "kernel_threading": "aut
 
 def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A001
     """Rewrite, differentiate, verify and plan ``graph`` for ``backend`` (in place)."""
-    from ..ops import REGISTRY
     options = {**DEFAULT_OPTIONS, **options}
     with tracing(graph):
         if options["fusion"]:
@@ -47,8 +48,12 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
         if fuse_launches:
             launch_fusion.fuse_bias_relu(graph)
         if graph.job_type == "train":
-            from ..optimizer import build_training
-            build_training(graph)
+            if graph.training_pass is None:
+                raise RuntimeError(
+                    f"train job {graph.name!r} has no training target: call "
+                    "flow.optimizer.SGD(...).minimize(loss) (or flow.losses.add_loss) inside "
+                    "it, or declare it with type='predict'")
+            graph.training_pass(graph)
             if fuse_launches:
                 launch_fusion.fuse_cross_entropy_gradient(graph)
             # function_config.enable_fuse_model_update_ops(True / False) decides for its
@@ -65,9 +70,4 @@ def compile(graph: Graph, options: dict[str, Any], backend) -> Plan:  # noqa: A0
     plan = build_plan(graph, memory_plan=options["memory_plan"],
                       kernel_threading=options["kernel_threading"],
                       options=options, backend=backend)
-    from ..distributed import is_distributed
-    if is_distributed():
-        from ..distributed.checks import check_job
-        check_job(graph)   # the same graph on every rank, or an error on each
-        plan.communicates = True
     return plan

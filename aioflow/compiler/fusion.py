@@ -18,6 +18,10 @@ the unfused ops' (pooling gradient, then the convolution's). Run after
 from __future__ import annotations
 
 from ..ir import Graph, tracing
+from ..ops.conv import max_pool2d_op
+from ..ops.elementwise import relu
+from ..ops.nn import bias_add_op
+from ..ops.conv import conv2d_max_pool2d_op, conv_geometry
 
 
 def _single_consumer(graph: Graph, users, blob, op_name: str):
@@ -31,9 +35,6 @@ def _single_consumer(graph: Graph, users, blob, op_name: str):
 
 def pool_before_bias_relu(graph: Graph) -> int:
     """Apply the rewrite wherever it is valid; returns how many places changed."""
-    from ..ops.conv import max_pool2d_op
-    from ..ops.elementwise import relu
-    from ..ops.nn import bias_add_op
 
     changed = 0
     users = graph.consumers()
@@ -68,7 +69,6 @@ def pool_before_bias_relu(graph: Graph) -> int:
 
 def fuse_conv_max_pool(graph: Graph) -> int:
     """Apply the rewrite wherever it is valid; returns how many places changed."""
-    from ..ops.conv import conv2d_max_pool2d_op, conv_geometry
 
     changed = 0
     users = graph.consumers()
@@ -112,3 +112,5 @@ def _replace_uses(graph: Graph, old, new) -> None:
         if any(b is old for b in node.inputs):
             node.inputs = tuple(new if b is old else b for b in node.inputs)
     graph.outputs = [new if b is old else b for b in graph.outputs]
+    # flow.watch_diff's gradient blobs become outputs after the rewrites (compile.py)
+    graph.watched_diffs = [new if b is old else b for b in graph.watched_diffs]

@@ -25,6 +25,9 @@ from __future__ import annotations
 
 from ..ir import Graph, tracing
 from .fusion import _move_traced_nodes, _replace_uses, _single_consumer
+from ..ops.fused import bias_add_relu
+from ..ops.fused import sparse_softmax_ce_train
+from ..ops import fused
 
 # Ops that launch nothing on the device: variable reads (the variable's own array),
 # host-side ops (the rate schedule, the step counter) and views.
@@ -41,7 +44,6 @@ def enabled(option, backend) -> bool:
 
 def fuse_bias_relu(graph: Graph) -> int:
     """``relu(bias_add(x, b))`` -> ``bias_add_relu(x, b)``; returns how many places."""
-    from ..ops.fused import bias_add_relu
 
     changed = 0
     users = graph.consumers()
@@ -84,7 +86,6 @@ def _ancestors_after(graph: Graph, blob, position: int, producer) -> list | None
 def fuse_cross_entropy_gradient(graph: Graph) -> int:
     """The sparse softmax cross entropy whose probabilities feed only its gradient op ->
     one op computing the loss and the logits' gradient; returns how many places."""
-    from ..ops.fused import sparse_softmax_ce_train
 
     changed = 0
     for ce_node in [n for n in graph.nodes if n.op.name == "sparse_softmax_cross_entropy"]:
@@ -123,7 +124,6 @@ def _shared_inputs(node, slots: int) -> tuple:
 def fuse_optimizer_updates(graph: Graph) -> int:
     """Each group of two or more update ops of one kind that share rate, flag, step and
     hyper-parameters -> one multi-tensor update op; returns how many groups."""
-    from ..ops import fused
 
     groups: dict[tuple, list] = {}
     for node in graph.nodes:

@@ -18,6 +18,9 @@ import numpy as np
 from ..ir import Graph
 from ..kernels import parallel
 from .memory import plan_buffers
+from .._core import dtypes
+from .launch_fusion import launches_per_step
+from .. import backends
 
 
 @dataclass
@@ -58,12 +61,10 @@ class Plan:
     def launches_per_step(self) -> int:
         """Kernel launches one step issues on a device (see
         :func:`aioflow.compiler.launch_fusion.launches_per_step`)."""
-        from .launch_fusion import launches_per_step
         return launches_per_step(self)
 
     def _bind_buffers(self, ctx) -> None:
         """Allocate the memory plan's buffers (once) and hand each to its writers."""
-        from .._core import dtypes
         arrays = [ctx.xp.empty(shape, dtype=dtypes.as_numpy(dtype))
                   for shape, dtype in self.buffers]
         for ins in self.instructions:
@@ -74,7 +75,6 @@ class Plan:
     @property
     def buffer_bytes(self) -> int:
         """Bytes the memory plan's buffers take (allocated at the first step)."""
-        from .._core import dtypes
         return sum(math.prod(shape) * dtypes.as_numpy(dtype).itemsize
                    for shape, dtype in self.buffers)
 
@@ -154,7 +154,6 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
     ``{"conv_algorithm": "gemm"}``; a setting left out keeps the kernel's default;
     ``backend``: whose kernels the plan calls (default: numpy)."""
     if backend is None:
-        from .. import backends
         backend = backends.named("numpy")
     options = options or {}
     split = backend.splits_on_host_threads and (kernel_threading == "split" or (
@@ -193,7 +192,6 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             buffer=buffer_of_node[index],
             op_name=node.op.name,
         ))
-    from .._core import dtypes
     blobs = {b.id: b for b in graph.placeholders}
     for node in graph.nodes:
         blobs.update((b.id, b) for b in node.outputs)

@@ -7,7 +7,7 @@ from . import ofrecord
 from .coco_reader import coco_reader
 from ._download import DatasetUnavailableError
 from .digits import load_digits
-from .loader import Loader
+from ..runtime.loader import Loader
 from .mnist import load_mnist
 from .ofrecord_legacy import (BlobConf, BytesListCodec, ImageCodec, ImagePreprocessor,
                               ImageResizePreprocessor, NormByChannelPreprocessor, RawCodec,

@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 
 from .._core import dtypes
-from .. import random as _random
+from .._core import seeds
 from ..ir import current_graph
 from ..ops.tensor_buffer import object_array
 from .coco_annotations import CocoIndex, load_index
@@ -77,7 +77,7 @@ def coco_reader(annotation_file: str, image_dir: str, batch_size: int, shuffle: 
     if not index.images:
         raise ValueError(f"{what}: {annotation_file} has no image with a valid annotation")
     batch_size = int(batch_size)
-    seed = _random.loader_seed() if random_seed is None else int(random_seed)
+    seed = seeds.loader_seed() if random_seed is None else int(random_seed)
     stream = _ImageStream(index, batch_size, bool(shuffle), bool(group_by_aspect_ratio), seed)
     name = name or graph.unique_name("COCOReader")
     source = FeedSource(graph, stream.batches, f"{what} {name!r}")

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import _download
 from ._download import ChecksumError, DatasetUnavailableError, cache_dir, sha256_file
+from ..distributed import world
 
 __all__ = [
     "load_mnist",
@@ -274,7 +275,6 @@ class _StatusLine:
     once (a download may take a while) and the outcome completes it."""
 
     def __init__(self):
-        from ..distributed import world
         place = world()
         self.quiet = place.rank != 0
         self.whole = place.size > 1

@@ -11,6 +11,8 @@ import io
 
 import numpy as np
 
+from ..kernels.image import resize  # noqa: F401 - decode.resize, as the readers call it
+
 
 class DecodeError(ValueError):
     """A record that does not decode to what the job was traced with."""
@@ -94,17 +96,6 @@ def images(records, field: str, color_space: str, shape: tuple, what: str) -> np
                 "ImageResizePreprocessor resizes them)")
         out[index] = pixels
     return out
-
-
-def resize(pixels: np.ndarray, width: int, height: int) -> np.ndarray:
-    """``pixels`` (H, W, C) uint8 resized bilinearly to (height, width, C) by Pillow."""
-    from PIL import Image
-    if pixels.shape[:2] == (height, width):
-        return pixels
-    channels = pixels.shape[2]
-    image = Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels)
-    resized = np.asarray(image.resize((width, height), Image.BILINEAR))
-    return resized[:, :, None] if channels == 1 else resized
 
 
 def one_bytes(feature, field: str, what: str) -> bytes:

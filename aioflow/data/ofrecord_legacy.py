@@ -24,7 +24,7 @@ import numpy as np
 
 from .._core import dtypes
 from .. import initializers as _initializers
-from .. import random as _random
+from .._core import seeds
 from .._core.callsite import user_stacklevel
 from ..ir import current_graph
 from . import ofrecord_decode as decode
@@ -221,7 +221,7 @@ def decode_random(shape, dtype, batch_size: int = 1, initializer=None, tick=None
         raise TypeError(f"{what}: initializer must be a flow initializer, got {initializer!r}")
     full_shape = (batch_size,) + tuple(int(d) for d in shape)
     dtype = dtypes.convert(dtype)
-    seed = _random.loader_seed()
+    seed = seeds.loader_seed()
 
     def batches():
         rng = np.random.default_rng(seed)

@@ -30,6 +30,8 @@ from ..ir import current_graph
 from . import ofrecord_decode as decode
 from .ofrecord import part_paths
 from .ofrecord_stream import ReaderBatch, RecordStream
+from .._core import seeds
+from ..ops.tensor_buffer import object_array
 
 __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
            "ofrecord_raw_decoder", "OFRecordBytesDecoder", "ofrecord_bytes_decoder",
@@ -180,11 +182,9 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
         raise ValueError(f"{what}: num_attempts must be a positive int, got {num_attempts!r}")
     area = _range(what, "random_area", random_area, upper=1.0)
     ratio = _range(what, "random_aspect_ratio", random_aspect_ratio)
-    from .. import random as _random
-    rng = np.random.default_rng(_random.loader_seed() if seed is None else seed)
+    rng = np.random.default_rng(seeds.loader_seed() if seed is None else seed)
 
     def run(records):
-        from ..ops.tensor_buffer import object_array
         crops = []
         for record in records:
             feature = decode.feature_of(record, field, what)

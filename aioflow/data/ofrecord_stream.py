@@ -26,7 +26,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import random as _random
+from .._core import seeds
 from .job_feeds import FeedSource
 from .ofrecord import parse_record, read_records
 
@@ -60,7 +60,7 @@ class RecordStream:
         self.first_shuffled_epoch = 0 if shuffle_first_epoch else 1
         self.read = read
         self.parse = parse
-        self.seed = _random.loader_seed() if seed is None else seed
+        self.seed = seeds.loader_seed() if seed is None else seed
 
     def first_record(self):
         """The first record of the first part file (trace-time shape inference)."""

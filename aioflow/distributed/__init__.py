@@ -24,6 +24,8 @@ What changes in a world of several ranks (see docs/distributed.md):
 from __future__ import annotations
 
 from .state import communicator, is_distributed, world
+from . import faults, resources
+from .collectives import allgather_object
 
 __all__ = ["world", "rank", "size", "is_distributed", "barrier", "setup"]
 
@@ -41,18 +43,16 @@ def size() -> int:
 def barrier(what: str = "flow.distributed.barrier()") -> None:
     """Wait until every rank got here (with the collective deadline). A no-op alone."""
     if is_distributed():
-        from .collectives import allgather_object
         allgather_object(None, what)
 
 
 def setup() -> None:
     """Join the world when a launcher started this process as one of several: initialise
     MPI, give this rank its share of the cores, make an uncaught error stop every rank,
-    and make checkpoints rank-aware. Called by ``import aioflow``; a no-op alone."""
+    (checkpoints are rank-aware by themselves:
+    :mod:`aioflow.checkpoint.ranks`). Called by ``import aioflow``; a no-op alone."""
     current = world()
     if not current.distributed:
         return
-    from . import faults, resources, checkpoints
     faults.install(current)
     resources.share_cores(current)
-    checkpoints.install()

@@ -17,7 +17,7 @@ def job_layout(graph) -> dict:
         "job": graph.name,
         "placeholders": [(b.name, tuple(b.shape), b.dtype.name) for b in graph.placeholders],
         "collectives": [n.name for n in graph.nodes if n.op.name in COLLECTIVE_OPS],
-        "buckets": getattr(graph, "allreduce_layout", []),
+        "buckets": graph.allreduce_layout,
     }
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from .. import config
+from .._core import settings
 
 _POLL_SECONDS = 0.0002
 _ABORT_GRACE_SECONDS = 1.0
@@ -85,7 +85,7 @@ class Communicator:
                     continue
                 requests = [] if requests is None else (
                     list(requests) if isinstance(requests, (list, tuple)) else [requests])
-                deadline = time.monotonic() + config.get("collective_timeout")
+                deadline = time.monotonic() + settings.get("collective_timeout")
                 pending.append([requests, finish, what, future, deadline])
                 continue     # start everything queued before polling
             self._poll(pending)
@@ -112,7 +112,7 @@ class Communicator:
         world = self.world
         others = [r for r in range(world.size) if r != world.rank]
         message = (f"aioflow rank {world.rank} of {world.size}: {what} did not complete "
-                   f"within flow.config.collective_timeout ({config.get('collective_timeout')}"
+                   f"within flow.config.collective_timeout ({settings.get('collective_timeout')}"
                    f" s); rank(s) {others} did not join it (a rank raised an error, was "
                    "killed or hangs). Aborting every rank.")
         print(message, file=sys.stderr, flush=True)

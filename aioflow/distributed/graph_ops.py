@@ -18,9 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
+from .._core.system_names import train_step_name
 from ..ir import current_graph
 from ..ops.registry import OpDef
 from . import collectives, state
+from .batch_split import FREE, MEAN, SUM, Unsupported, analyse
 
 BUCKET_BYTES = 1 << 20   # gradients per all-reduce: a few buckets overlap the backward pass
 
@@ -133,11 +135,10 @@ _RESULT_OPS = (allgather_result, allgather_concat, allreduce_result)
 
 
 def _counter(graph) -> StepCounter:
-    counter = getattr(graph, "step_counter", None)
+    counter = graph.step_counter
     if counter is None:
         step_variable = None
         if graph.job_type == "train":
-            from ..optimizer import train_step_name
             step_variable = train_step_name(graph.name)
         counter = graph.step_counter = StepCounter(graph.name, step_variable)
     return counter
@@ -151,7 +152,7 @@ def gather_outputs(graph, kinds) -> list:
     gathered along its batch axis or all-reduced if it was reduced over the batch (see
     :mod:`aioflow.distributed.batch_split`, which also checks the training loss)."""
     counter = _counter(graph)
-    split = getattr(graph, "split_axes", None)
+    split = graph.split_axes
     states = _check_split_job(graph, split) if split else {}
     outputs = []
     for index, (blob, kind) in enumerate(zip(graph.outputs, kinds)):
@@ -166,7 +167,6 @@ def gather_outputs(graph, kinds) -> list:
 
 
 def _check_split_job(graph, split) -> dict:
-    from .batch_split import FREE, MEAN, Unsupported, analyse
     states = analyse(graph, split)
     losses = list(graph.legacy_losses)
     if graph.train_target is not None:
@@ -184,7 +184,6 @@ def _check_split_job(graph, split) -> dict:
 
 
 def _consistent_result(graph, blob, states, counter, first, index):
-    from .batch_split import FREE, MEAN, SUM, Unsupported
     value = states.get(blob.id, FREE)
     if value == FREE:
         return blob
@@ -236,7 +235,7 @@ def average_gradients(graph, pairs) -> list:
         token = allreduce_start(*grads, counter=counter, bucket=index,
                                 first=first and index == 0, name=f"allreduce-start-{index}")
         _move_after_producers(graph, graph.nodes[-1], producer_index)
-        graph.allreduce_layout = getattr(graph, "allreduce_layout", []) + [
+        graph.allreduce_layout = graph.allreduce_layout + [
             [(name, tuple(g.shape), g.dtype.name) for name, _, g in bucket]]
     for index, bucket in enumerate(buckets):
         token = next(n.outputs[0] for n in graph.nodes

@@ -7,6 +7,8 @@ than one thread each, issue 16).
 from __future__ import annotations
 
 import os
+from ..kernels import parallel
+from .state import world
 
 
 def cores() -> int:
@@ -17,7 +19,6 @@ def cores() -> int:
 def share_cores(world) -> int:
     """Set this rank's BLAS threads to its share of the host's cores; returns it."""
     share = max(1, cores() // max(1, world.local_size))
-    from ..kernels import parallel
     if parallel._blas_controller() is not None:
         parallel._set_blas_threads(share)
     parallel._state["workers"] = None   # recount with the new BLAS threads
@@ -27,7 +28,6 @@ def share_cores(world) -> int:
 def check_device_count(name: str, n: int) -> None:
     """``flow.config.{cpu,gpu}_device_num(n)`` in a world of several ranks: one rank runs
     one device, so ``n`` (devices per machine) must be the ranks on this host (or 1)."""
-    from .state import world
     current = world()
     if current.distributed and n not in (1, current.local_size):
         raise ValueError(
@@ -37,7 +37,6 @@ def check_device_count(name: str, n: int) -> None:
 
 
 def check_machine_count(n: int, where: str = "flow.config.machine_num") -> None:
-    from .state import world
     current = world()
     if n != len(current.hosts):
         raise ValueError(

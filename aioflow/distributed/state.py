@@ -6,6 +6,7 @@ import os
 import threading
 
 from .world import World, detect_size, join_mpi
+from .comm import Communicator
 
 _lock = threading.Lock()
 _state: dict = {"world": None, "communicator": None}
@@ -33,7 +34,6 @@ def communicator():
         with _lock:
             comm = _state["communicator"]
             if comm is None:
-                from .comm import Communicator
                 comm = _state["communicator"] = Communicator(world())
     return comm
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.describe import describe
 from .state import world
+from .batch_split import local_rows
 
 
 def add_placeholder(graph, spec, name: str, job_name: str):
@@ -24,14 +26,13 @@ def add_placeholder(graph, spec, name: str, job_name: str):
     shape = spec.shape
     split = current.distributed and spec.kind == "numpy" and spec.batch_axis is not None
     if split:
-        from .batch_split import local_rows
         axis = spec.batch_axis % len(shape)
         rows = local_rows(shape[axis], current.size,
                           f"job function {job_name!r}, parameter {name!r}")
         shape = shape[:axis] + (rows,) + shape[axis + 1:]
     blob = graph.add_placeholder(shape, spec.dtype, name)
     if split:
-        graph.split_axes = {**getattr(graph, "split_axes", {}), blob.id: axis}
+        graph.split_axes = {**graph.split_axes, blob.id: axis}
     return blob
 
 
@@ -51,11 +52,10 @@ def rank_element(items, spec, name: str, fn_name: str):
     """This rank's element of a mirrored argument (checks there is one per rank)."""
     current = world()
     if not isinstance(items, (list, tuple)) or len(items) != current.size:
-        from ..engine.inputs import _describe
         raise TypeError(
             f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects a list with "
             f"one array per rank ({current.size} rank{'s' if current.size > 1 else ''}), "
-            f"got {_describe(items)}")
+            f"got {describe(items)}")
     return items[current.rank]
 
 

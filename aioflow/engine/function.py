@@ -27,14 +27,17 @@ import time
 
 import numpy as np
 
-from .. import backends, config, distributed
+from .. import backends, distributed
+from .._core import settings
 from . import dynamic_inputs, dynamic_shapes
-from ..distributed import graph_ops as _graph_ops, views as _views  # noqa: F401
+from ..distributed import checks as _checks, graph_ops as _graph_ops, views as _views  # noqa: F401
 from . import session as session_mod
+from . import step_guard  # noqa: F401 - registers the handler of skipped train steps
 from ..compiler import compile as compile_graph
 from ..compiler.compile import DEFAULT_OPTIONS
-from ..data import job_feeds
+from . import feeds as job_feeds
 from .function_config import FunctionConfig
+from . import model_summary
 from .inputs import convert_argument
 from ..ops import tensor_buffer
 from ..ir import Graph, tracing
@@ -42,7 +45,8 @@ from ..runtime.calls import call_job
 from ..runtime import malloc
 from ..backends.device import InFlight, submit_step
 from ..runtime.results import foreign_async_library, running_loop
-from .signature import bind_arguments, flatten_result, read_parameters, read_return
+from .signature import (bind_arguments, flatten_result, read_parameters, read_return,
+                        rebuild_result)
 
 _JOB_TYPES = ("train", "predict")
 
@@ -135,8 +139,7 @@ class JobFunction:
     def summary(self, print_: bool = True):
         """Each op of the compiled job with its output shape, parameters and FLOPs per
         step, then the totals and the plan's peak memory (``flow.summary(job)``)."""
-        from .model_summary import summary
-        return summary(self, print_)
+        return model_summary.summary(self, print_)
 
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -178,7 +181,7 @@ class JobFunction:
         name = self.__name__
         values = bind_arguments(params, args, kwargs, name)
         # NaN/inf in a train step's inputs would poison the weights (inputs.py).
-        finite = self.job_type == "train" and config.get("check_finite_inputs")
+        finite = self.job_type == "train" and settings.get("check_finite_inputs")
         arrays = []
         for p in params:
             arrays += convert_argument(p.spec, values[p.name], p.name, name, private, finite)
@@ -220,6 +223,9 @@ class CompiledJob:
             tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
             malloc.tune()   # a no-op after the first time, or when turned off
             self.plan = compile_graph(graph, _compile_options(job.config), self.backend)
+            if distributed.is_distributed():
+                distributed.checks.check_job(graph)   # the same on every rank, or an error
+                self.plan.communicates = True
         except BaseException:
             session.forget_variables(graph.new_variables)
             raise
@@ -246,7 +252,7 @@ class CompiledJob:
         # replays it (backends/graph_capture.py); None: every step runs the plan eagerly.
         self.captured = None
         capturer = self.backend.graph_capturer()
-        if capturer is not None and config.get("cuda_graphs"):
+        if capturer is not None and settings.get("cuda_graphs"):
             from ..backends.graph_capture import CapturedStep
             self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
         # The median of the last RECENT_STEPS measured steps, not a mean: one of a noisy
@@ -350,7 +356,7 @@ class CompiledJob:
         """Whether an awaited step may run on the caller's event loop (when nothing else is
         in flight): a tiny plan, or steps that lately took at most
         ``flow.config.await_on_loop_ms``."""
-        return self._short_enough(config.get("await_on_loop_ms"))
+        return self._short_enough(settings.get("await_on_loop_ms"))
 
     @property
     def fits_inline(self) -> bool:
@@ -361,7 +367,7 @@ class CompiledJob:
         ``AWAY_STEPS`` steps' time: with (next to) nothing to overlap, a queued step only
         loses, to the thread hand-offs and to the caller and the delivery thread taking
         cores from it."""
-        if not self._short_enough(config.get("inline_callback_ms")):
+        if not self._short_enough(settings.get("inline_callback_ms")):
             return False
         if self._tiny:
             return True
@@ -374,6 +380,12 @@ class CompiledJob:
         # loop, and the first step after the pause would pay the compute thread's wake
         # and GIL hand-offs (a round of 40 seed-MLP steps lost 5-18 ms on it, 4-8%).
         return gap <= 0.1 * step + 50e-6 or gap >= AWAY_STEPS * step
+
+    def build_result(self, outputs: list):
+        """The user's result from a step's output arrays (after the watch handlers' turn,
+        :func:`aioflow.runtime.results.deliver_result`): dynamic blobs trimmed to their
+        sizes, the arrays put back into the returned structure."""
+        return rebuild_result(self.template, dynamic_shapes.trim(self.dynamic_outputs, outputs))
 
     @property
     def delivers_here(self) -> bool:
@@ -443,7 +455,7 @@ def _compile_options(function_config=None) -> dict:
     ``function_config`` settings that narrow them: ``enable_reused_mem(False)`` (no memory
     plan for this job) and ``enable_fuse_model_update_ops`` (its optimizer updates fused
     into one, or not, whatever the backend)."""
-    options = {key: config.get(key) for key in DEFAULT_OPTIONS}
+    options = {key: settings.get(key) for key in DEFAULT_OPTIONS}
     if function_config is not None:
         options["memory_plan"] = (options["memory_plan"]
                                   and function_config.setting("enable_reused_mem"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .._core import dtypes
 from . import function_settings as _fs
+from .._core.warn import warn_once
 
 _VIEWS = ("consistent", "mirrored")
 
@@ -49,7 +50,6 @@ def _setter(values: dict, setting: _fs.Setting):
             value = setting.bare
         values[setting.name] = setting.check(public, value)
         if setting.why:
-            from .session import warn_once
             warn_once(public, f"{public}({value!r}) has no effect in aioflow: {setting.why}")
     set_value.__name__ = setting.name.rpartition(".")[2]
     set_value.__doc__ = (f"OneFlow's ``{public}``: " + (f"no effect ({setting.why})."

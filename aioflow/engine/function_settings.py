@@ -28,6 +28,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
+from .. import initializers as init
 
 __all__ = ["Setting", "SETTINGS", "no_effect_rows", "check_initializer_conf",
            "initializer_from_conf"]
@@ -137,7 +138,6 @@ def _field(name, conf, key, default, table=None):
 
 
 def _initializer_builders():
-    from .. import initializers as init
 
     def scaling(name, conf, scale=None, distribution=None):
         return init.variance_scaling_initializer(

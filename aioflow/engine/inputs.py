@@ -17,7 +17,9 @@ import numpy as np
 
 from ..distributed.views import rank_part
 from .dynamic_inputs import fits_dynamic, is_dynamic_spec
-from ..typing import PlaceholderSpec
+from .._core.describe import describe
+from .annotations import PlaceholderSpec
+from ..distributed import views
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
 # defaults are 64-bit; the placeholders usually say 32).
@@ -32,7 +34,7 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     if isinstance(spec, tuple):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec):
             raise TypeError(f"{fn_name}() argument {name!r}: expected a tuple of "
-                            f"{len(spec)} arrays, got {_describe(value)}")
+                            f"{len(spec)} arrays, got {describe(value)}")
         arrays = []
         for i, (s, v) in enumerate(zip(spec, value)):
             arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private, finite)
@@ -40,7 +42,6 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     if spec.kind == "numpy":
         # the whole value in a single process, else this rank's slice of the batch
         return [rank_part(spec, _convert_array(spec, value, name, fn_name, private, finite))]
-    from ..distributed import views
     # The outer list holds one entry per rank (one per device: a rank runs one device).
     item = views.rank_element(value, spec, name, fn_name)
     if spec.kind == "list_list_numpy" and _is_tensor_list(spec, item):
@@ -51,7 +52,7 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
             raise TypeError(
                 f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects a list "
                 f"of lists with one array per device (1 device per rank), got a list of "
-                f"{_describe(item)}")
+                f"{describe(item)}")
         item = item[0]
     return [_convert_array(spec, item, name, fn_name, private, finite)]
 
@@ -88,7 +89,7 @@ def _convert_array(spec: PlaceholderSpec, value, name, fn_name, private, finite
                    ) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{fn_name}() argument {name!r}: expected {spec.describe()} "
-                        f"(numpy.ndarray), got {_describe(value)}")
+                        f"(numpy.ndarray), got {describe(value)}")
     want = spec.dtype.numpy
     what = f"{fn_name}() argument {name!r}"
     if value.shape != spec.shape:
@@ -180,11 +181,3 @@ def require_finite(value: np.ndarray, what: str) -> None:
             f"{int(np.count_nonzero(bad))} non-finite values): NaN or infinity in a train "
             "job's input would make every weight it updates NaN; "
             "flow.config.check_finite_inputs(False) turns this check off")
-
-
-def _describe(value) -> str:
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype} array of shape {value.shape}"
-    if isinstance(value, (list, tuple)):
-        return f"{type(value).__name__} of length {len(value)}"
-    return type(value).__name__

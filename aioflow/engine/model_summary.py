@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 from .._core import dtypes
+from .session import default_session
 
 __all__ = ["summary", "Summary"]
 
@@ -157,9 +158,8 @@ def summary(job, print_: bool = True) -> Summary:
     """Compile ``job`` in the default session (if not yet) and describe it; prints the
     table unless ``print_=False``; returns a :class:`Summary` (``rows``, ``params``,
     ``flops``, ``peak_bytes``, ...)."""
-    from .function import JobFunction
-    from .session import default_session
-    if not isinstance(job, JobFunction):
+    # A job function is what has compiled_for (engine/function.py imports this module).
+    if not callable(getattr(job, "compiled_for", None)):
         raise TypeError("flow.summary: expected a job function (decorated with "
                         f"@flow.global_function), got {type(job).__name__}")
     compiled = job.compiled_for(default_session())

@@ -19,6 +19,9 @@ import warnings
 from .._core.callsite import user_stacklevel
 from .function_settings import SETTINGS
 from ..ir import current_graph, is_tracing
+from .. import backends
+from .._core import settings
+from .function_config import FunctionConfig
 
 __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
            "deprecated_current_scope", "current_global_function_desc"]
@@ -27,8 +30,7 @@ __all__ = ["Scope", "ParallelDesc", "FunctionDesc", "current_scope",
 def _default_device_tag() -> str:
     """Where ops outside any ``flow.scope.placement`` block run: the GPU when GPUs are
     configured (``flow.config.gpu_device_num``, default 1) and one is usable."""
-    from .. import backends, config
-    return "gpu" if config.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
+    return "gpu" if settings.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
 
 
 class ParallelDesc:
@@ -87,7 +89,6 @@ class FunctionDesc:
     the config reads as an attribute (``desc.default_data_type``)."""
 
     def __init__(self, graph):
-        from .function_config import FunctionConfig
         self.job_func = graph.job_function
         self.job_config = graph.config if graph.config is not None else FunctionConfig()
         self._trainable = graph.job_type == "train"

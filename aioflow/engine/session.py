@@ -8,17 +8,20 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import warnings
 
 import numpy as np
 
-from .. import backends, config
+from .. import backends
+from .._core import settings
 from .._core import dtypes
-from .._core.callsite import user_stacklevel
-from .. import random as _random
+from .._core.warn import warn_once as warn_once  # re-exported: tests reset it here
+from .._core import seeds
 from ..runtime.pipeline import Pipeline
 from ..runtime.results import blocking_entry
 from .variables import VariableRecord
+from ..distributed import is_distributed
+from ..distributed.collectives import broadcast_arrays
+from ..initializers import glorot_uniform_initializer
 
 log = logging.getLogger("aioflow")
 
@@ -55,7 +58,7 @@ class Session:
         self.jobs: list = []  # JobFunction objects, in definition order
         # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
         self.compiled: dict = {}
-        self.rng = _random.session_generator()
+        self.rng = seeds.session_generator()
         self.lock = threading.RLock()
         # One execution context per backend the session's jobs run on (backends/).
         self._contexts: dict[str, ExecContext] = {}
@@ -68,7 +71,7 @@ class Session:
         # Guarded train steps run, by job name: the call a skip warning names.
         self.guarded_calls: dict[str, int] = {}
         self._pipeline = None
-        self._pipeline_depth = config.get("pipeline_depth")
+        self._pipeline_depth = settings.get("pipeline_depth")
 
     def reseed(self, seed: int | None) -> None:
         """Restart this session's randomness from ``seed`` (``flow.random.seed``)."""
@@ -131,9 +134,7 @@ class Session:
         ``backend`` (default: where it lives now, or the CPU)."""
         names = list(self.variables if names is None else names)
         values = {name: _initial_value(self.variables[name], self.rng) for name in names}
-        from ..distributed import is_distributed
         if names and is_distributed():   # every rank starts from rank 0's values
-            from ..distributed.collectives import broadcast_arrays
             values = broadcast_arrays(values, "broadcasting rank 0's initial variables")
         for name in names:
             record = self.variables[name]
@@ -190,7 +191,6 @@ def _initial_value(record: VariableRecord, rng) -> np.ndarray:
     initializer = record.initializer
     if initializer is None:
         if record.dtype.is_floating and len(record.shape) >= 2:
-            from ..initializers import glorot_uniform_initializer
             initializer = glorot_uniform_initializer()
         else:
             return np.zeros(record.shape, np_dtype)
@@ -234,7 +234,8 @@ def clear_default_session() -> None:
             old.close()
 
 
-config.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+settings.on_change("pipeline_depth", lambda depth: default_session().set_pipeline_depth(depth))
+seeds.on_reseed(lambda seed: default_session().reseed(seed))   # flow.random.seed(n) applies at once
 
 
 def eager_execution_enabled() -> bool:
@@ -253,10 +254,3 @@ def _drain_at_exit() -> None:
         log.error("aioflow: unreported error at exit", exc_info=exc)
 
 
-def warn_once(key: str, message: str, _seen=set()) -> None:  # noqa: B006 - process-wide
-    """Warn once per process, pointing at the user's line (the first caller outside
-    aioflow and contextlib, so a warning from inside a ``with`` block's manager shows
-    the user's ``with`` statement, not contextlib.py)."""
-    if key not in _seen:
-        _seen.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())

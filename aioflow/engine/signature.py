@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import typing as tp
+from . import annotations as tp
 from ..ir import Blob
+from ..distributed import is_distributed
 
 LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "list_list_numpy"}
 
@@ -272,7 +273,6 @@ def _flatten(tree, value, blobs, path):
 
 
 def _gathered() -> bool:
-    from ..distributed import is_distributed
     return is_distributed()
 
 

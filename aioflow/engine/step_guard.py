@@ -29,6 +29,9 @@ from __future__ import annotations
 import logging
 import warnings
 
+from ..ops.state import on_skipped_step
+from .session import default_session
+
 __all__ = ["NonFiniteStepWarning", "skipped_steps", "note_skipped"]
 
 log = logging.getLogger("aioflow")
@@ -61,8 +64,10 @@ def note_skipped(session, job: str, step: int, warn: bool = True,
 def skipped_steps(job) -> int:
     """How many steps of the train job ``job`` (the job function or its name) the
     non-finite guard skipped in the default session."""
-    from .session import default_session
     name = job if isinstance(job, str) else getattr(job, "__name__", None)
     if not isinstance(name, str):
         raise TypeError(f"skipped_steps: expected a job function or its name, got {job!r}")
     return default_session().skipped_steps.get(name, 0)
+
+
+on_skipped_step(note_skipped)

@@ -20,6 +20,9 @@ import numpy as np
 
 from .._core import dtypes
 from ..ir import Blob, current_graph
+from ..ops.state import variable
+from ..ir.distribute import assert_is_valid_distribute
+from .function_settings import initializer_from_conf
 
 
 @dataclass
@@ -91,7 +94,6 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     if shape is None:
         raise ValueError(f"get_variable({name!r}): shape is required")
     if distribute is not None:   # a layout hint: variables are whole on each device
-        from ..distribute import assert_is_valid_distribute
         assert_is_valid_distribute(distribute, f"get_variable({name!r}) distribute")
     name = graph.namespace_prefix() + name
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
@@ -103,7 +105,6 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
         # declared without one (a job's own default, before aioflow's).
         conf = graph.config.setting("default_initializer_conf")
         if conf is not None:
-            from .function_settings import initializer_from_conf
             initializer = initializer_from_conf("default_initializer_conf", conf)
     record = graph.session.declare_variable(name, shape, dtype, initializer, trainable, graph)
     graph.variable_trainable.setdefault(name, bool(trainable))
@@ -125,7 +126,6 @@ def read_declared(name: str) -> Blob:
     if cached is not None:
         return cached
     record = graph.session.variables[name]
-    from ..ops.state import variable
     blob = variable(name=name, var=name, shape=record.shape, dtype=record.dtype)
     graph.variable_blobs[name] = blob
     return blob

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import typing as tp
+from . import annotations as tp
 from ..ir import Blob, current_graph, is_tracing
 from .signature import LegacyBlob
 

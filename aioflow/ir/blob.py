@@ -4,6 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
+from .distribute import assert_is_valid_distribute
+from .blob_facts import is_dynamic
+from .blob_facts import batch_axis
 
 
 class Blob:
@@ -45,7 +48,6 @@ class Blob:
     def with_distribute(self, distribute) -> "Blob":
         """OneFlow's layout hint (``flow.distribute.split(axis)``...): checked, and the
         blob itself returned, since aioflow keeps values whole on each device."""
-        from ..distribute import assert_is_valid_distribute
         assert_is_valid_distribute(distribute, "Blob.with_distribute")
         return self
 
@@ -59,13 +61,11 @@ class Blob:
     def is_dynamic(self) -> bool:
         """OneFlow's flag: the shape follows a dynamic (mirrored) input, or is
         data-dependent, so a step may see a smaller one (``ir/blob_facts.py``)."""
-        from .blob_facts import is_dynamic
         return is_dynamic(self)
 
     @property
     def batch_axis(self) -> int:
         """The axis indexing the batch's samples, or ``flow.INVALID_BATCH_AXIS``."""
-        from .blob_facts import batch_axis
         return batch_axis(self)
 
     @property

@@ -72,6 +72,10 @@ class Graph:
         self.session = None  # the Session tracing this graph (set by the job compiler)
         self.job_type = "predict"
         self.train_target = None  # (optimizer, loss) once minimize() was called
+        # What the compiler runs on a train job to add its gradient and update ops: set by
+        # the API that names the training target (optimizer.minimize, losses.add_loss), so
+        # the compiler below it needs no import of the optimizers.
+        self.training_pass = None
         # flow.watch / flow.watch_diff: ("value" | "diff", blob, handler), in call order;
         # their values become outputs after the job's own (CompiledJob.watch_handlers).
         self.watches: list = []
@@ -91,6 +95,16 @@ class Graph:
         self.tensor_list_inputs: set[int] = set()
         # flow.repeat / unpack / pack outputs: blob id -> "repeat" | "unpack" | "pack".
         self.micro_batches: dict = {}
+        # Set by the layers above while they trace into this graph (declared here so that
+        # the graph's fields are all in one place):
+        # flow.data readers inside the job (aioflow.data.job_feeds.FeedSource), in order.
+        self.feed_sources: list = []
+        # In a world of several ranks (aioflow.distributed): placeholder id -> the batch
+        # axis split over the ranks; the all-reduce buckets' layout, compared across ranks
+        # at compile time; the step counter the collectives are numbered by.
+        self.split_axes: dict[int, int] = {}
+        self.allreduce_layout: list = []
+        self.step_counter = None
 
     # -- construction ------------------------------------------------------------------
     def new_blob(self, shape, dtype, producer=None, index=0) -> Blob:

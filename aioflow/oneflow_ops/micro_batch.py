@@ -97,7 +97,7 @@ def _from_unpacked(blob: Blob) -> bool:
 
 
 def _warn_whole_batch(op_name):
-    from ..engine.session import warn_once
+    from .._core.warn import warn_once
     warn_once(f"micro_batch.{op_name}",
               f"flow.{op_name}: aioflow runs the micro-batches of flow.unpack / flow.pack as "
               "one batch (the same result for ops that treat samples independently)")

@@ -232,7 +232,7 @@ def conv2d_transpose(value=None, filter=None, output_shape=None, strides=None,  
         # OneFlow's kernel takes the channels from the filters and read only the spatial
         # sizes of output_shape (v0.2/v0.3.0; v0.3.4 began to assert): DCGAN scripts of
         # that era pass the input's channels there. Said once, not refused.
-        from ..engine.session import warn_once
+        from .._core.warn import warn_once
         warn_once("conv2d_transpose-channels", f"{op_name}: output_shape {tuple(out)} has "
                   f"{out_c} channels, the filters make {w.shape[1]}; the output has "
                   f"{w.shape[1]} (OneFlow's kernel reads only output_shape's spatial sizes)")

@@ -7,9 +7,6 @@ from . import lazy_adam, loss_scale  # noqa: F401 - flow.optimizer.LazyAdam, los
 from . import unique  # noqa: F401 - flow.experimental.unique_with_counts and friends
 from . import tensor_buffer  # noqa: F401 - tensor buffers and tensor lists (host values)
 from . import fused  # noqa: F401 - ops the compiler fuses launches into
-from ..backends.cupy import kernels as cupy_kernels  # noqa: F401 - the CuPy backend's own kernels for some ops
-from ..backends.cupy import fused_kernels as cupy_fused_kernels  # noqa: F401 - and for the fused ops
-from ..backends.cupy import capture_gemm as cupy_capture_gemm  # noqa: F401 - products while a CUDA graph is captured
 from .registry import REGISTRY, OpDef, get, register
 
 __all__ = ["REGISTRY", "OpDef", "get", "register"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
-from ..data.ofrecord_decode import resize as _resize
+from ..kernels.image import resize as _resize
 from .registry import register
 from .tensor_buffer import _HOST_BACKENDS, _host, object_array
 

@@ -12,6 +12,7 @@ from .._core import dtypes
 from ..ir import Blob
 from .reduce import reduced_shape
 from .registry import register
+from .shape import slice_op
 
 _INDEX_DTYPES = (dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint8)
 
@@ -100,7 +101,6 @@ def pad_op(ctx, x, *, paddings, constant_value):
 
 @pad_op.grad
 def _pad_grad(node, gy):
-    from .shape import slice_op
     x = node.inputs[0]
     index = tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, node.attrs["paddings"]))
     return [slice_op(gy, index=index)]

@@ -6,6 +6,7 @@ import numpy as np
 from .._core import dtypes
 from .elementwise import multiply_op, sum_to_shape
 from .registry import normalize_axis, register, require_float
+from .shape import reshape
 
 # -- softmax ------------------------------------------------------------------------------
 
@@ -180,7 +181,6 @@ def bias_add_op(ctx, x, b, *, axis, out=None):
 def bias_grads(x, b, axis, gy):
     """[d x, d b] of ``bias_add(x, b, axis)`` for the output gradient ``gy`` (also the
     fused bias + relu's, for the gradient behind its relu)."""
-    from .shape import reshape
     gb = reshape(sum_to_shape(gy, bias_view_shape(x.ndim, axis, b.shape[0])), shape=b.shape)
     return [gy, gb]
 

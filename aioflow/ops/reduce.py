@@ -6,6 +6,7 @@ from ..ir import Blob
 from .elementwise import (broadcast_to, cast, divide_op, equal_op, multiply_op, scalar_like,
                           sum_to_shape)
 from .registry import normalize_axis, register
+from .shape import reshape
 
 
 def _axes(op_name, x: Blob, axis) -> tuple[int, ...]:
@@ -44,7 +45,6 @@ reduce_min_op = register("reduce_min", infer=_infer_reduce)(_reduce_kernel("min"
 
 def _grad_to_input(node, gy) -> Blob:
     """Reshape gy to keepdims form and broadcast it back to the input's shape."""
-    from .shape import reshape
     x = node.inputs[0]
     kept = reduced_shape(x.shape, node.attrs["axes"], True)
     return broadcast_to(reshape(gy, shape=kept), shape=x.shape)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..ir import Blob, current_graph
+from .._core import dtypes
 
 REGISTRY: dict[str, "OpDef"] = {}
 
@@ -136,7 +137,6 @@ def get(name: str) -> OpDef:
 
 
 def _refuse_host_values(op_name: str, graph, inputs) -> None:
-    from .._core import dtypes
     for blob in inputs:
         if not isinstance(blob, Blob):
             continue

@@ -13,6 +13,9 @@ import numpy as np
 from .._core import dtypes
 from ..ir import Blob
 from .registry import register
+from .elementwise import zeros_like
+from .indexing import gather_op
+from .shape import slice_op
 
 _INDEX_DTYPES = (dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint8)
 
@@ -122,7 +125,6 @@ def tensor_scatter_nd_update_op(ctx, params, indices, updates):
 @tensor_scatter_nd_update_op.grad
 def _tensor_scatter_update_grad(node, gy):
     # The replaced slices of params get no gradient; each update gets the output's.
-    from .elementwise import zeros_like
     params, indices, updates = node.inputs
     return [tensor_scatter_nd_update_op(gy, indices, zeros_like(updates)), None,
             gather_nd_rows(gy, indices)]
@@ -159,7 +161,6 @@ def unsorted_segment_sum_op(ctx, data, segment_ids, *, axis, num_segments):
 @unsorted_segment_sum_op.grad
 def _segment_sum_grad(node, gy):
     # Each slice of data received exactly its segment's gradient (zeros if dropped).
-    from .indexing import gather_op
     return [gather_op(gy, node.inputs[1], axis=node.attrs["axis"]), None]
 
 
@@ -186,8 +187,6 @@ def slice_update_op(ctx, x, update, *, index):
 
 @slice_update_op.grad
 def _slice_update_grad(node, gy):
-    from .elementwise import zeros_like
-    from .shape import slice_op
     index = node.attrs["index"]
     return [slice_update_op(gy, zeros_like(node.inputs[1]), index=index),
             slice_op(gy, index=index)]

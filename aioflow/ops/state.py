@@ -186,6 +186,18 @@ def rmsprop_update(ctx, param, grad, lr, mean_square, *rest, decay_rate, epsilon
     _guarded(ctx, flag, [param, mean_square, *mean_grad], update)
 
 
+def _skipped_step_handler(session, job: str, step: int, warn: bool, call: int) -> None:
+    raise RuntimeError("no handler of skipped steps: aioflow.engine.step_guard registers it")
+
+
+def on_skipped_step(handler) -> None:
+    """Register ``handler(session, job, step, warn=, call=)``, called when a guarded
+    train step applies no update (the engine's :mod:`aioflow.engine.step_guard` counts and
+    reports it; ops sit below the engine, so it registers here rather than being imported)."""
+    global _skipped_step_handler
+    _skipped_step_handler = handler
+
+
 @_update("increment")
 def increment(ctx, counter, *flag, job=None, expected_skips=False):
     # A skipped step does not count: the counter is the number of updates applied, which
@@ -199,9 +211,8 @@ def increment(ctx, counter, *flag, job=None, expected_skips=False):
         calls[job] = calls.get(job, 0) + 1
         ok, = flag
         if not (ok if _on_host(ok) else ctx.backend.to_host(ok)):
-            from ..engine.step_guard import note_skipped
-            note_skipped(ctx.session, job, int(counter), warn=not expected_skips,
-                         call=calls[job])
+            _skipped_step_handler(ctx.session, job, int(counter), warn=not expected_skips,
+                                  call=calls[job])
             return
     counter += 1
 

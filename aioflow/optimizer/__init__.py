@@ -27,8 +27,9 @@ Update rules (``g`` the gradient, ``lr`` the scheduled rate):
 """
 from __future__ import annotations
 
-from .. import config
+from .._core import settings
 from .._core import dtypes
+from .._core.system_names import train_step_name
 from ..oneflow_ops import ops_api
 from . import loss_scale
 from ..compiler.autodiff import gradients, model_diff_scale
@@ -103,6 +104,7 @@ class Optimizer:
         if graph.train_target is not None:
             raise RuntimeError(f"job {graph.name!r}: minimize() may be called once per job")
         graph.train_target = (self, [loss])
+        graph.training_pass = build_training
 
     def update(self, param_name, param, grad, lr, step) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -310,10 +312,6 @@ def _legacy_optimizer(config):
                    epsilon=options.get("epsilon", 1e-8), loss_scale_factor=scale)
 
 
-def train_step_name(job_name: str) -> str:
-    return f"System-Train-TrainStep-{job_name}"
-
-
 def build_training(graph) -> None:
     """Append gradient and update ops for the job's optimizer target (called after tracing)."""
     if graph.train_target is not None:
@@ -397,7 +395,7 @@ def build_training(graph) -> None:
     # that every update of the step, and the step counter, obey (unless switched off:
     # flow.config.skip_nonfinite_steps; a dynamic loss scale needs it regardless).
     flag = ()
-    if config.get("skip_nonfinite_steps") or (policy is not None and policy.needs_guard):
+    if settings.get("skip_nonfinite_steps") or (policy is not None and policy.needs_guard):
         checked = [b for b in [*losses, *(g for _, _, g in pairs)] if b.dtype.is_floating]
         flag = (state_ops.all_finite(*checked),)
     optimizer.guard = flag[0] if flag else None

@@ -26,7 +26,7 @@ import os
 import platform
 import threading
 
-from .. import config
+from .._core import settings
 
 __all__ = ["tune", "restore", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
 
@@ -53,7 +53,7 @@ def tune() -> bool:
     >>> isinstance(tune(), bool)
     True
     """
-    if not config.get("tune_malloc"):
+    if not settings.get("tune_malloc"):
         return _state["applied"]
     with _lock:
         if not _state["done"]:
@@ -90,4 +90,4 @@ def _mallopt(mmap_threshold: int, trim_threshold: int) -> bool:
             and mallopt(_M_TRIM_THRESHOLD, trim_threshold) == 1)
 
 
-config.on_change("tune_malloc", lambda on: None if on else restore())
+settings.on_change("tune_malloc", lambda on: None if on else restore())

@@ -23,8 +23,6 @@ import warnings
 from concurrent.futures import Future
 
 from .._core.callsite import outside_aioflow
-from ..engine.dynamic_shapes import trim
-from ..engine.signature import rebuild_result
 from .pipeline import on_runtime_thread
 
 _force_blocking = threading.local()
@@ -178,7 +176,7 @@ def deliver_result(compiled, outputs):
         first = len(outputs) - len(handlers)
         for handler, value in zip(handlers, outputs[first:]):
             handler(value)
-    return rebuild_result(compiled.template, trim(compiled.dynamic_outputs, outputs))
+    return compiled.build_result(outputs)
 
 
 def invoke(slot: CallbackSlot, callback, future: Future, compiled, job_name) -> None:

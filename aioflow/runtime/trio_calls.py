@@ -29,6 +29,7 @@ from concurrent.futures import Future
 
 from .pipeline import NOT_RUN
 from .results import deliver_result
+from .results import in_worker_thread
 
 
 async def wait_future(future: Future):
@@ -71,7 +72,6 @@ async def await_value(pipeline, compiled, arrays):
     import trio
 
     if compiled.feeds is not None:   # the job's own readers: their batch, off the loop
-        from .results import in_worker_thread
         arrays = arrays + await in_worker_thread(compiled.feeds.next)
     if compiled.fits_on_loop:
         outputs = pipeline.run_inline(compiled, arrays, on_loop=True)

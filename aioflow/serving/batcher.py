@@ -48,6 +48,7 @@ import numpy as np
 from ..engine.inputs import require_fits
 from ..engine.signature import bind_arguments
 from .metrics import ServingMetrics, prometheus_text
+from ..engine.session import default_session
 
 __all__ = ["DynamicBatcher", "ServingError", "OverloadedError", "BatcherClosedError",
            "RequestTimeoutError"]
@@ -284,7 +285,6 @@ class DynamicBatcher:
         await asyncio.shield(self._starting)
 
     def _compile_and_check(self) -> None:
-        from ..engine.session import default_session
         compiled = self.job.compiled_for(default_session())
         for i, blob in enumerate(compiled.graph.outputs):
             if not blob.shape or blob.shape[0] != self.batch_size:

@@ -13,6 +13,7 @@ import types
 from .graph import Graph, Projector
 from .hparams import HParam, Hparam, IntegerRange, Metric, RealRange, ValueSet, hparams, text
 from .ops import (create_summary_writer, flush_summary_writer, histogram, image, pb, scalar)
+from ..engine.model_summary import summary
 
 __all__ = ["create_summary_writer", "flush_summary_writer", "scalar", "histogram", "image",
            "pb", "text", "hparams", "HParam", "Hparam", "IntegerRange", "RealRange",
@@ -23,7 +24,6 @@ class _CallableModule(types.ModuleType):
     def __call__(self, job, print_: bool = True):
         """``flow.summary(job)``: what a compiled job computes, op by op, and what it costs
         (:func:`aioflow.engine.model_summary.summary`)."""
-        from ..engine.model_summary import summary
         return summary(job, print_)
 
 

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from .writer import EventFile, protos, tensorboardx
+from ..engine import session as session_mod
 
 __all__ = ["Graph", "Projector"]
 
@@ -38,7 +39,6 @@ class Graph:
         if self.structure_graph_filename is not None:
             raise OSError("flow.summary.Graph: the structure graph was written already; "
                           "create another Graph to write it again")
-        from ..engine import session as session_mod
         session = session_mod.default_session()
         session.compile_all()
         # one graph per job: as declared (not the variants traced for dynamic arguments)

@@ -24,6 +24,8 @@ import numpy as np
 
 from ..ir import Blob, is_tracing
 from . import writer as _writer
+from ..oneflow_ops import ops_api
+from ..engine.watch import watch
 
 __all__ = ["create_summary_writer", "flush_summary_writer", "scalar", "histogram", "image",
            "pb"]
@@ -153,8 +155,6 @@ def _each_step(what, args: list, fn, now) -> None:
             raise RuntimeError(f"flow.summary.{what}: blobs exist only inside a job function")
         now()
         return
-    from ..oneflow_ops import ops_api
-    from ..engine.watch import watch
     blobs = [a for a in args if isinstance(a, Blob)]
     if not blobs:   # nothing of the job to wait for: a tiny constant marks each step
         blobs = [ops_api.constant(0, dtype=np.int8, shape=(1,))]

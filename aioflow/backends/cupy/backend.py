@@ -22,6 +22,8 @@ import numpy as np
 
 from ..device import Event, Fetched, Launched, RingStaged, Staged, StagingRing
 from ..base import Backend, BackendUnavailable
+from . import capture_gemm
+from . import fused_kernels, kernels  # noqa: F401 - importing them registers the CuPy kernels
 
 _probe_lock = threading.Lock()
 _probed: dict = {}
@@ -218,7 +220,7 @@ class CupyGraphCapturer:
       work of the process is handed the graph's memory afterwards.
     * cuBLAS: CuPy 14 refuses every cuBLAS call during a capture (its bindings first set
       the handle's stream, and that raises); cuBLAS itself supports capture. So products
-      go to cuBLAS through ``ctypes`` while capturing (``ops/cupy_capture_gemm.py``), on
+      go to cuBLAS through ``ctypes`` while capturing (:mod:`.capture_gemm`), on
       CuPy's handle, its stream set before the capture begins. Any other library call CuPy
       refuses fails the capture, and the job runs eagerly with one warning naming it.
     """
@@ -233,10 +235,9 @@ class CupyGraphCapturer:
         return self._cupy.cuda.using_allocator(self.pool.malloc)
 
     def capture(self, step, ops) -> CupyGraph:
-        from . import capture_gemm as cupy_capture_gemm
         cupy = self._cupy
         handle = cupy.cuda.device.get_cublas_handle()   # before capturing: it may allocate
-        with self.allocation(), self.stream, cupy_capture_gemm.capturing(handle, self.stream):
+        with self.allocation(), self.stream, capture_gemm.capturing(handle, self.stream):
             self.stream.begin_capture()
             try:
                 outputs, slots = step()

@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from ...ops.linalg import matmul_op
+from ...kernels.matmul_dispatch import routed
 
 _OP_N, _OP_T = 0, 1   # CUBLAS_OP_N, CUBLAS_OP_T
 _state = threading.local()
@@ -101,7 +102,6 @@ def _cublas() -> _Cublas:
 def capturing(handle: int, stream):
     """Within this block, this thread's products go to cuBLAS ``handle`` on ``stream`` (set
     as the handle's stream now, before the capture begins, and restored afterwards)."""
-    from ...kernels.matmul_dispatch import routed
     lib = _cublas()
     previous = lib.stream_of(handle)
     lib.check(lib.set_stream(handle, stream.ptr), "cublasSetStream")

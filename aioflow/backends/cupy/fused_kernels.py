@@ -31,6 +31,7 @@ from ...ops import fused
 from ...ops.conv import max_pool2d_grad, max_pool2d_op
 from .kernels import ROW_EXPONENTIALS
 from ...ops.state import adamw_decay_rate
+from ...kernels.pool import _PoolGeom, _argmax_dtype
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _C_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -143,7 +144,6 @@ def _max_pool2d(ctx, x, *, ksize, strides, pads):
     if not _floats(x):
         return max_pool2d_op.forward(ctx, x, ksize=ksize, strides=strides, pads=pads)
     xp = ctx.xp
-    from ...kernels.pool import _PoolGeom, _argmax_dtype
     g = _PoolGeom(x.shape, ksize, strides, pads, "max_pool2d")
     y = xp.empty((g.N, g.C, g.OH, g.OW), x.dtype)
     argmax = xp.empty(y.shape, _argmax_dtype(x.dtype, g.kh * g.kw))   # as the generic's
@@ -160,7 +160,6 @@ def _max_pool2d_grad(ctx, dy, argmax, *, x_shape, ksize, strides, pads):
         return max_pool2d_grad.forward(ctx, dy, argmax, x_shape=x_shape, ksize=ksize,
                                        strides=strides, pads=pads)
     xp = ctx.xp
-    from ...kernels.pool import _PoolGeom
     g = _PoolGeom(x_shape, ksize, strides, pads, "max_pool2d_backward")
     dx = xp.empty(tuple(x_shape), dy.dtype)
     if dx.size:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .. import random as _random
+from .._core import seeds
 
 _END = object()
 _STOPPED = object()
@@ -233,7 +233,7 @@ class _ArrayBatches:
         self.batch_size = batch_size
         self.shuffle = shuffle
         # no seed: one derived from flow.random.seed(n) when set, else fresh entropy
-        self.rng = np.random.default_rng(_random.loader_seed() if seed is None else seed)
+        self.rng = np.random.default_rng(seeds.loader_seed() if seed is None else seed)
         self.drop_last = drop_last
         self.epochs = epochs
         if drop_last and self.n < batch_size:
