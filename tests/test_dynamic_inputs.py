@@ -1,6 +1,6 @@
 """Dynamic (mirrored) placeholders, as OneFlow's ``MirroredTensorDef``: an array of the
 declared number of axes and at most the declared element count is taken, and the job's
-ops see its actual shape (the job traced again for it, aioflow/dynamic_inputs.py)."""
+ops see its actual shape (the job traced again for it, aioflow/engine/dynamic_inputs.py)."""
 import numpy as np
 import pytest
 

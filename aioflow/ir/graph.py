@@ -83,7 +83,7 @@ class Graph:
         # Blobs of data-dependent length (argwhere's): blob id -> (size Blob, axis).
         self.dynamic_dims: dict = {}
         # Placeholders of dynamic (mirrored) parameters, and blobs cast back to a static
-        # shape: what Blob.is_dynamic follows (aioflow/dynamic_inputs.py).
+        # shape: what Blob.is_dynamic follows (aioflow/engine/dynamic_inputs.py).
         self.dynamic_inputs: set[int] = set()
         self.static_casts: set[int] = set()
         self.batch_axes: dict[int, int | None] = {}   # placeholder id -> declared batch axis
