@@ -38,15 +38,15 @@ from .oneflow_ops.array_ops import (argsort, broadcast_like, constant_scalar, di
                                     gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
                                     range, reverse, sort, stack, zeros)
 from .oneflow_ops.ops_api import (
-    cast, clip_by_value, concat, constant, constant_like, expand_dims, flatten, identity, matmul,
-    ones_like, reshape, reshape_like, slice, squeeze, transpose, where, zeros_like)
+    cast, concat, constant, constant_like, expand_dims, flatten, identity, matmul, ones_like,
+    reshape, reshape_like, slice, squeeze, transpose, zeros_like)
 from .oneflow_ops.resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
 from .oneflow_ops.assign_api import assign
 from .oneflow_ops.dynamic_api import (argwhere, cast_to_static_shape, dynamic_reshape, nonzero,
-                                      sync_dynamic_resize)
+                                      sync_dynamic_resize, where)
 from .oneflow_ops.margin_loss import combined_margin_loss
-from .math import in_top_k
+from .oneflow_ops.math_api import clip_by_value, in_top_k
 from .oneflow_ops.math_more import (broadcast_to_compatible_with, count_not_finite,
                                     multi_count_not_finite)
 from .oneflow_ops.micro_batch import acc, pack, repeat, unpack
