@@ -33,6 +33,9 @@ from .initializers import (constant_initializer, glorot_normal_initializer,
                            xavier_normal_initializer, xavier_uniform_initializer,
                            zeros_initializer)
 from .ir import Blob
+from .ir import Blob as BlobDef
+from .ir.blob_facts import INVALID_BATCH_AXIS  # OneFlow's constant
+from .scope import device_prior_placement, fixed_placement
 from .oneflow_ops.loss_functions import smooth_l1_loss
 from .oneflow_ops.array_ops import (argsort, broadcast_like, constant_scalar, dim_gather, elem_cnt,
                                     gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
@@ -93,10 +96,6 @@ def MirroredTensorListDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
     return typing.ListListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
 
 
-fixed_placement = scope.fixed_placement
-device_prior_placement = scope.device_prior_placement
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
-BlobDef = Blob
-from .ir.blob_facts import INVALID_BATCH_AXIS  # noqa: E402 - OneFlow's constant
 
 __all__ = [name for name in dir() if not name.startswith("_")]
