@@ -33,20 +33,23 @@ from .initializers import (constant_initializer, glorot_normal_initializer,
                            xavier_normal_initializer, xavier_uniform_initializer,
                            zeros_initializer)
 from .ir import Blob
+from .ir import Blob as BlobDef
+from .ir.blob_facts import INVALID_BATCH_AXIS  # OneFlow's constant
+from .scope import device_prior_placement, fixed_placement
 from .oneflow_ops.loss_functions import smooth_l1_loss
 from .oneflow_ops.array_ops import (argsort, broadcast_like, constant_scalar, dim_gather, elem_cnt,
                                     gather, gather_nd, identity_n, masked_fill, one_hot, ones, pad,
                                     range, reverse, sort, stack, zeros)
 from .oneflow_ops.ops_api import (
-    cast, clip_by_value, concat, constant, constant_like, expand_dims, flatten, identity, matmul,
-    ones_like, reshape, reshape_like, slice, squeeze, transpose, where, zeros_like)
+    cast, concat, constant, constant_like, expand_dims, flatten, identity, matmul, ones_like,
+    reshape, reshape_like, slice, squeeze, transpose, zeros_like)
 from .oneflow_ops.resample import pad_grad, reflection_pad2d, same_padding
 from .runtime.results import blocking
 from .oneflow_ops.assign_api import assign
 from .oneflow_ops.dynamic_api import (argwhere, cast_to_static_shape, dynamic_reshape, nonzero,
-                                      sync_dynamic_resize)
+                                      sync_dynamic_resize, where)
 from .oneflow_ops.margin_loss import combined_margin_loss
-from .math import in_top_k
+from .oneflow_ops.math_api import clip_by_value, in_top_k
 from .oneflow_ops.math_more import (broadcast_to_compatible_with, count_not_finite,
                                     multi_count_not_finite)
 from .oneflow_ops.micro_batch import acc, pack, repeat, unpack
@@ -93,10 +96,6 @@ def MirroredTensorListDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
     return typing.ListListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
 
 
-fixed_placement = scope.fixed_placement
-device_prior_placement = scope.device_prior_placement
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
-BlobDef = Blob
-from .ir.blob_facts import INVALID_BATCH_AXIS  # noqa: E402 - OneFlow's constant
 
 __all__ = [name for name in dir() if not name.startswith("_")]

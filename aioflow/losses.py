@@ -1,18 +1,12 @@
 """``flow.losses.add_loss`` (OneFlow's older API): declare a train job's loss.
 
-With ``config.train.primary_lr(lr)`` and ``config.train.model_update_conf(...)`` in the
-job's function_config, the job trains to reduce every added loss (each averaged over its
-elements, as ``minimize`` does).
+This module only re-exports; ``add_loss`` lives in :mod:`aioflow.oneflow_ops.losses_api`.
 """
-from __future__ import annotations
 
-from .ir import Blob, current_graph
-from .optimizer import build_training
+from .oneflow_ops.losses_api import (
+    add_loss as add_loss,
+)
 
-
-def add_loss(loss: Blob) -> None:
-    if not isinstance(loss, Blob):
-        raise TypeError(f"add_loss: expected a Blob, got {type(loss).__name__}")
-    graph = current_graph()
-    graph.legacy_losses.append(loss)
-    graph.training_pass = build_training
+__all__ = [
+    "add_loss",
+]

@@ -1,5 +1,10 @@
 """``flow.math``: elementwise arithmetic and reductions on Blobs.
 
+This module only re-exports. The definitions live in :mod:`aioflow.oneflow_ops`:
+``math_api`` (arithmetic, reductions and the functions composed from them),
+``math_grads`` (``gelu_grad``, ``sigmoid_grad``), ``math_more`` (``lgamma``, the two-stage
+reductions, ...) and ``scatter_api`` (the segment sums).
+
 Binary functions broadcast like numpy and accept Python numbers on either side.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
@@ -9,12 +14,101 @@ Binary functions broadcast like numpy and accept Python numbers on either side.
 >>> norms(np.array([[3, 4, 0], [0, 0, 2]], dtype=np.float32)).tolist()
 [5.0, 2.0]
 """
-from __future__ import annotations
 
-from .ir.blob import bind_operators
-from .ops import elementwise as _ew
-from .ops import reduce as _red
-
+from .oneflow_ops.math_api import (
+    reciprocal as reciprocal,
+    add_n as add_n,
+    reduce_variance as reduce_variance,
+    argmax as argmax,
+    squared_difference as squared_difference,
+    add as add,
+    subtract as subtract,
+    multiply as multiply,
+    divide as divide,
+    pow as pow,
+    maximum as maximum,
+    minimum as minimum,
+    equal as equal,
+    not_equal as not_equal,
+    less as less,
+    less_equal as less_equal,
+    greater as greater,
+    greater_equal as greater_equal,
+    negative as negative,
+    abs as abs,
+    sign as sign,
+    floor as floor,
+    ceil as ceil,
+    exp as exp,
+    log as log,
+    log1p as log1p,
+    sqrt as sqrt,
+    rsqrt as rsqrt,
+    square as square,
+    sin as sin,
+    cos as cos,
+    tanh as tanh,
+    sigmoid as sigmoid,
+    softplus as softplus,
+    relu as relu,
+    reduce_sum as reduce_sum,
+    reduce_mean as reduce_mean,
+    reduce_max as reduce_max,
+    reduce_min as reduce_min,
+    tan as tan,
+    asin as asin,
+    acos as acos,
+    atan as atan,
+    sinh as sinh,
+    cosh as cosh,
+    asinh as asinh,
+    acosh as acosh,
+    atanh as atanh,
+    expm1 as expm1,
+    erf as erf,
+    erfc as erfc,
+    rint as rint,
+    round as round,
+    atan2 as atan2,
+    mod as mod,
+    floordiv as floordiv,
+    gelu as gelu,
+    log_sigmoid as log_sigmoid,
+    sigmoid_v2 as sigmoid_v2,
+    tanh_v2 as tanh_v2,
+    xdivy as xdivy,
+    xlogy as xlogy,
+    reciprocal_no_nan as reciprocal_no_nan,
+    logical_and as logical_and,
+    reduce_all as reduce_all,
+    reduce_any as reduce_any,
+    reduce_prod as reduce_prod,
+    reduce_logsumexp as reduce_logsumexp,
+    reduce_std as reduce_std,
+    reduce_euclidean_norm as reduce_euclidean_norm,
+    l2_normalize as l2_normalize,
+    polyval as polyval,
+    tril as tril,
+    fused_scale_tril as fused_scale_tril,
+    top_k as top_k,
+    in_top_k as in_top_k,
+)
+from .oneflow_ops.math_grads import (
+    gelu_grad as gelu_grad,
+    sigmoid_grad as sigmoid_grad,
+)
+from .oneflow_ops.math_more import (
+    lgamma as lgamma,
+    two_stage_reduce_max as two_stage_reduce_max,
+    two_stage_reduce_min as two_stage_reduce_min,
+    reduced_shape_elem_cnt as reduced_shape_elem_cnt,
+    broadcast_to_compatible_with as broadcast_to_compatible_with,
+)
+from .oneflow_ops.scatter_api import (
+    unsorted_segment_sum as unsorted_segment_sum,
+    unsorted_segment_sum_like as unsorted_segment_sum_like,
+    unsorted_batch_segment_sum as unsorted_batch_segment_sum,
+)
 
 __all__ = [
     "reciprocal",
@@ -56,339 +150,51 @@ __all__ = [
     "reduce_mean",
     "reduce_max",
     "reduce_min",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "expm1",
+    "erf",
+    "erfc",
+    "rint",
+    "round",
+    "atan2",
+    "mod",
+    "floordiv",
+    "gelu",
+    "log_sigmoid",
+    "sigmoid_v2",
+    "tanh_v2",
+    "xdivy",
+    "xlogy",
+    "reciprocal_no_nan",
+    "logical_and",
+    "reduce_all",
+    "reduce_any",
+    "reduce_prod",
+    "reduce_logsumexp",
+    "reduce_std",
+    "reduce_euclidean_norm",
+    "l2_normalize",
+    "polyval",
+    "tril",
+    "fused_scale_tril",
+    "top_k",
+    "in_top_k",
+    "gelu_grad",
+    "sigmoid_grad",
+    "lgamma",
+    "two_stage_reduce_max",
+    "two_stage_reduce_min",
+    "reduced_shape_elem_cnt",
+    "broadcast_to_compatible_with",
+    "unsorted_segment_sum",
+    "unsorted_segment_sum_like",
+    "unsorted_batch_segment_sum",
 ]
-
-
-def _binary(op, op_name):
-    def apply(x, y, name=None):
-        a, b = _ew.promote(x, y, op_name)
-        return op(a, b, name=name)
-    apply.__name__ = op_name
-    apply.__doc__ = f"Elementwise ``{op_name}`` with numpy broadcasting."
-    return apply
-
-
-add = _binary(_ew.add_op, "add")
-subtract = _binary(_ew.subtract_op, "subtract")
-multiply = _binary(_ew.multiply_op, "multiply")
-divide = _binary(_ew.divide_op, "divide")
-pow = _binary(_ew.pow_op, "pow")  # noqa: A001 - OneFlow's name
-maximum = _binary(_ew.maximum_op, "maximum")
-minimum = _binary(_ew.minimum_op, "minimum")
-equal = _binary(_ew.equal_op, "equal")
-not_equal = _binary(_ew.not_equal_op, "not_equal")
-less = _binary(_ew.less_op, "less")
-less_equal = _binary(_ew.less_equal_op, "less_equal")
-greater = _binary(_ew.greater_op, "greater")
-greater_equal = _binary(_ew.greater_equal_op, "greater_equal")
-
-
-def _unary(op, op_name):
-    def apply(x, name=None):
-        return op(x, name=name)
-    apply.__name__ = op_name
-    apply.__doc__ = f"Elementwise ``{op_name}``."
-    return apply
-
-
-negative = _unary(_ew.negative, "negative")
-abs = _unary(_ew.abs_op, "abs")  # noqa: A001
-sign = _unary(_ew.sign, "sign")
-floor = _unary(_ew.floor, "floor")
-ceil = _unary(_ew.ceil, "ceil")
-exp = _unary(_ew.exp, "exp")
-log = _unary(_ew.log, "log")
-log1p = _unary(_ew.log1p, "log1p")
-sqrt = _unary(_ew.sqrt, "sqrt")
-rsqrt = _unary(_ew.rsqrt, "rsqrt")
-square = _unary(_ew.square, "square")
-sin = _unary(_ew.sin, "sin")
-cos = _unary(_ew.cos, "cos")
-tanh = _unary(_ew.tanh, "tanh")
-sigmoid = _unary(_ew.sigmoid, "sigmoid")
-softplus = _unary(_ew.softplus, "softplus")
-relu = _unary(_ew.relu, "relu")
-
-# Python's operators on Blobs (``a + b``, ``-a``, ``a < b``) build these ops.
-bind_operators(add=add, subtract=subtract, multiply=multiply, divide=divide, pow=pow,
-               negative=negative, abs=abs, equal=equal, not_equal=not_equal, less=less,
-               less_equal=less_equal, greater=greater, greater_equal=greater_equal)
-
-
-def reciprocal(x, name=None):
-    """``1 / x``."""
-    return divide(1.0, x, name=name)
-
-
-def add_n(inputs, name=None):
-    """The sum of a list of Blobs of one shape."""
-    inputs = list(inputs)
-    if not inputs:
-        raise ValueError("add_n: expected at least one Blob")
-    total = inputs[0]
-    for blob in inputs[1:]:
-        total = add(total, blob)
-    return total
-
-
-def _reduction(op, op_name):
-    def apply(input_tensor, axis=None, keepdims=False, name=None):
-        return _red.reduce(op, op_name, input_tensor, axis, keepdims, name)
-    apply.__name__ = op_name
-    apply.__doc__ = (f"``{op_name}`` over ``axis`` (all axes if None). OneFlow's convention: "
-                     "reducing every axis without keepdims gives shape (1,).")
-    return apply
-
-
-reduce_sum = _reduction(_red.reduce_sum_op, "reduce_sum")
-reduce_mean = _reduction(_red.reduce_mean_op, "reduce_mean")
-reduce_max = _reduction(_red.reduce_max_op, "reduce_max")
-reduce_min = _reduction(_red.reduce_min_op, "reduce_min")
-
-
-def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
-    """Biased variance over ``axis``."""
-    mean = reduce_mean(input_tensor, axis=axis, keepdims=True)
-    return reduce_mean(square(input_tensor - mean), axis=axis, keepdims=keepdims, name=name)
-
-
-def argmax(input, axis=-1, name=None):  # noqa: A002 - OneFlow's name
-    """Index of the largest value along ``axis`` (int32). Of a 1-d input the result has
-    shape (1,), not 0-d: OneFlow's argmax op never makes a 0-d blob."""
-    from .ops.registry import normalize_axis
-    axis = normalize_axis("argmax", axis, input.ndim)
-    if input.ndim == 1:
-        from .oneflow_ops.ops_api import reshape
-        return reshape(_red.argmax_op(input, axis=axis), (1,), name=name)
-    return _red.argmax_op(input, axis=axis, name=name)
-
-
-def squared_difference(x, y, name=None):
-    """``(x - y) ** 2``."""
-    return square(subtract(x, y), name=name)
-
-
-
-
-# -- OneFlow v0.3.4's further math (issue 18) ----------------------------------------------
-from .ops import indexing as _idx  # noqa: E402
-from .ops import special as _sp  # noqa: E402
-
-__all__ += ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-            "expm1", "erf", "erfc", "rint", "round", "atan2", "mod", "floordiv", "gelu",
-            "log_sigmoid", "sigmoid_v2", "tanh_v2", "xdivy", "xlogy", "reciprocal_no_nan",
-            "logical_and", "reduce_all", "reduce_any", "reduce_prod", "reduce_logsumexp",
-            "reduce_std", "reduce_euclidean_norm", "l2_normalize", "polyval", "tril",
-            "fused_scale_tril", "top_k", "in_top_k"]
-
-tan = _unary(_sp.tan, "tan")
-asin = _unary(_sp.arcsin, "asin")
-acos = _unary(_sp.arccos, "acos")
-atan = _unary(_sp.arctan, "atan")
-sinh = _unary(_sp.sinh, "sinh")
-cosh = _unary(_sp.cosh, "cosh")
-asinh = _unary(_sp.arcsinh, "asinh")
-acosh = _unary(_sp.arccosh, "acosh")
-atanh = _unary(_sp.arctanh, "atanh")
-expm1 = _unary(_sp.expm1, "expm1")
-erf = _unary(_sp.erf, "erf")
-erfc = _unary(_sp.erfc, "erfc")
-rint = _unary(_sp.rint, "rint")
-round = _unary(_sp.round_op, "round")  # noqa: A001 - OneFlow's name
-round.__doc__ = "Round half away from zero (C's ``round``, as OneFlow), not to even."
-rint.__doc__ = "Round half to even (``numpy.rint``)."
-sigmoid_v2 = sigmoid
-tanh_v2 = tanh
-atan2 = _binary(_sp.atan2_op, "atan2")
-atan2.__doc__ = "``atan2(x, y)``: the angle of the point (y, x), elementwise."
-floordiv = _binary(_sp.floordiv_op, "floordiv")
-floordiv.__doc__ = "``floor(x / y)``, elementwise (no gradient)."
-mod = _binary(_sp.mod_op, "mod")
-mod.__doc__ = ("``x mod y`` with the divisor's sign, as Python's ``%`` (``a % b`` on Blobs "
-               "calls this).")
-bind_operators(mod=mod, floordiv=floordiv)
-
-
-def gelu(x, name=None):
-    """The exact Gaussian error linear unit ``x * (1 + erf(x / sqrt(2))) / 2`` (OneFlow's
-    ``math.gelu``; ``flow.nn.gelu`` is the tanh approximation)."""
-    return multiply(multiply(x, 0.5), add(erf(multiply(x, 0.7071067811865476)), 1.0),
-                    name=name)
-
-
-def log_sigmoid(x, name=None):
-    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
-    return negative(softplus(negative(x)), name=name)
-
-
-def _nonzero(x):
-    return not_equal(x, 0)
-
-
-def reciprocal_no_nan(x, name=None):
-    """``1 / x``, and 0 where ``x`` is 0."""
-    zero = equal(x, 0)
-    safe = _where(zero, 1, x)
-    return _where(zero, 0, divide(1, safe), name=name)
-
-
-def xdivy(x, y, name=None):
-    """``x / y``, and 0 where ``x`` is 0 (whatever ``y``)."""
-    x, y = _ew.promote(x, y, "xdivy")
-    zero = equal(x, 0)
-    return _where(zero, 0, divide(x, _where(zero, 1, y)), name=name)
-
-
-def xlogy(x, y, name=None):
-    """``x * log(y)``, and 0 where ``x`` is 0 (whatever ``y``)."""
-    x, y = _ew.promote(x, y, "xlogy")
-    zero = equal(x, 0)
-    return _where(zero, 0, multiply(x, log(_where(zero, 1, y))), name=name)
-
-
-def _where(condition, x, y, name=None):
-    from .oneflow_ops.ops_api import where
-    return where(condition, x, y, name=name)
-
-
-def logical_and(x, y, name=None):
-    """1 where both are nonzero, else 0 (int8)."""
-    return multiply(_nonzero(x), _nonzero(y), name=name)
-
-
-def _axes_of(op_name, x, axis):
-    return _red._axes(op_name, x, axis)
-
-
-def reduce_all(input_tensor, axis=None, keepdims=False, name=None):
-    """1 (int8) where every element over ``axis`` is nonzero."""
-    return _idx.reduce_all_op(input_tensor, axes=_axes_of("reduce_all", input_tensor, axis),
-                              keepdims=bool(keepdims), name=name)
-
-
-def reduce_any(input_tensor, axis=None, keepdims=False, name=None):
-    """1 (int8) where some element over ``axis`` is nonzero."""
-    return _idx.reduce_any_op(input_tensor, axes=_axes_of("reduce_any", input_tensor, axis),
-                              keepdims=bool(keepdims), name=name)
-
-
-def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):
-    """Product over ``axis``; its gradient is exact when elements are zero."""
-    return _idx.reduce_prod_op(input_tensor,
-                               axes=_axes_of("reduce_prod", input_tensor, axis),
-                               keepdims=bool(keepdims), name=name)
-
-
-def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
-    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it cannot overflow."""
-    peak = reduce_max(input_tensor, axis=axis, keepdims=True)
-    total = reduce_sum(exp(input_tensor - peak), axis=axis, keepdims=True)
-    out = log(total) + peak
-    if keepdims:
-        return _identity(out, name)
-    from .oneflow_ops.ops_api import reshape as _reshape
-    return _reshape(out, _red.reduced_shape(input_tensor.shape,
-                                            _axes_of("reduce_logsumexp", input_tensor, axis),
-                                            False), name=name)
-
-
-def _identity(x, name):
-    return x if name is None else _ew.identity(x, name=name)
-
-
-def reduce_std(input_tensor, axis=None, keepdims=False, name=None):
-    """Biased standard deviation over ``axis``."""
-    return sqrt(reduce_variance(input_tensor, axis=axis, keepdims=keepdims), name=name)
-
-
-def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
-    """``sqrt(sum(x ** 2))`` over ``axis``."""
-    return sqrt(reduce_sum(square(input_tensor), axis=axis, keepdims=keepdims), name=name)
-
-
-def l2_normalize(input, axis=None, epsilon=1e-12, name=None):  # noqa: A002
-    """``x / sqrt(max(sum(x ** 2, axis), epsilon))``."""
-    norm2 = reduce_sum(square(input), axis=axis, keepdims=True)
-    return multiply(input, rsqrt(maximum(norm2, epsilon)), name=name)
-
-
-def polyval(coeffs, x, name=None):
-    """``coeffs[0] * x ** (n-1) + ... + coeffs[n-1]`` by Horner's rule; ``coeffs`` is a list
-    of numbers or Blobs."""
-    if not isinstance(coeffs, (list, tuple)):
-        raise TypeError(f"polyval: coeffs must be a list or tuple, got {type(coeffs).__name__}")
-    if not coeffs:
-        return _ew.zeros_like(x, name=name)
-    out = _ew.to_blob(coeffs[0], x, "polyval")
-    out = add(multiply(x, 0), out)   # broadcast a scalar coefficient to x's shape
-    for c in coeffs[1:]:
-        out = add(multiply(out, x), c)
-    return _identity(out, name)
-
-
-def tril(x, diagonal=0, name=None):
-    """Zero the elements above the ``diagonal``-th diagonal of the last two axes."""
-    return _idx.tril_op(x, diagonal=int(diagonal), fill_value=0, name=name)
-
-
-def fused_scale_tril(x, diagonal=0, fill_value=0, scale=1, name=None):
-    """``tril(x * scale)`` with ``fill_value`` above the diagonal."""
-    scaled = x if scale == 1 else multiply(x, scale)
-    return _idx.tril_op(scaled, diagonal=int(diagonal), fill_value=fill_value, name=name)
-
-
-def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - OneFlow's names
-    """Indices (int32) of the ``k`` largest values along the last axis, largest first
-    (ties: the lower index first). As OneFlow, it returns indices only; the values are
-    ``flow.gather`` of them (or ``flow.sort``). ``sorted=False`` gives the same order."""
-    n = input.shape[-1] if input.ndim else 0
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
-        raise ValueError(f"top_k: k must be a positive int, got {k!r}")
-    order = _idx.argsort_op(input, axis=input.ndim - 1, descending=True)
-    if k >= n:
-        return _identity(order, name)
-    from .ops import shape as _shape
-    index = (builtins_slice(None),) * (input.ndim - 1) + (builtins_slice(0, k),)
-    return _shape.slice_op(order, index=index, name=name)
-
-
-_FLOAT32_MAX = 3.4028234663852886e38   # numpy.finfo(numpy.float32).max
-
-
-def in_top_k(targets, predictions, k, name=None):
-    """1 (int8) where ``targets[i]`` is among the ``k`` largest of ``predictions[i]``:
-    the count of predictions larger than the target's is below ``k``. As OneFlow's (and
-    TensorFlow's) kernel, 0 where it cannot say: a target beyond the classes, or a row
-    holding a non-finite prediction."""
-    from .ops import indexing
-    if predictions.ndim != 2 or targets.shape != predictions.shape[:1]:
-        raise ValueError(f"in_top_k: predictions must be 2-d and targets 1-d of its batch "
-                         f"size, got {predictions.shape} and {targets.shape}")
-    from .oneflow_ops.ops_api import expand_dims as _expand, cast as _cast
-    classes = predictions.shape[1]
-    index = minimum(_cast(targets, "int64"), classes - 1)   # in range; refused below
-    picked = indexing.take_along_axis_op(predictions, _expand(index, 1), axis=1)
-    above = reduce_sum(_cast(greater(predictions, picked), "int32"), axis=1)
-    # |x| <= max is False for inf and NaN alike, without an invalid-value warning
-    finite = reduce_sum(_cast(less_equal(abs(predictions), _FLOAT32_MAX), "int32"), axis=1)
-    can_say = logical_and(equal(finite, classes), less(_cast(targets, "int64"), classes))
-    return logical_and(less(above, k), can_say, name=name)
-
-
-import builtins as _builtins  # noqa: E402
-builtins_slice = _builtins.slice
-
-from .oneflow_ops.math_grads import gelu_grad, sigmoid_grad  # noqa: E402,F401
-
-__all__ += ["gelu_grad", "sigmoid_grad"]
-
-# OneFlow v0.3.4's further math names (issue 18): defined in oneflow_ops (math_more, scatter_api).
-from .oneflow_ops.math_more import (  # noqa: E402
-    broadcast_to_compatible_with, lgamma, reduced_shape_elem_cnt, two_stage_reduce_max,
-    two_stage_reduce_min)
-from .oneflow_ops.scatter_api import (  # noqa: E402
-    unsorted_batch_segment_sum, unsorted_segment_sum, unsorted_segment_sum_like)
-
-__all__ += ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min", "reduced_shape_elem_cnt",
-            "broadcast_to_compatible_with", "unsorted_segment_sum", "unsorted_segment_sum_like",
-            "unsorted_batch_segment_sum"]

@@ -96,7 +96,7 @@ class Blob:
     __hash__ = object.__hash__
 
     # -- operators: each builds an op through the function bound for it -------------------
-    # ``aioflow.math`` and ``aioflow.oneflow_ops.ops_api`` bind them when imported
+    # ``aioflow.oneflow_ops.math_api`` and ``.ops_api`` bind them when imported
     # (:func:`bind_operators`), so this module needs nothing above ``ir``: no import cycle,
     # and no import per call.
     _operators: dict = {}

@@ -17,12 +17,13 @@ import numbers
 import numpy as np
 
 from .._core import dtypes
-from .. import math
 from ..ir import Blob, current_graph
 from ..ops import elementwise as _ew
 from ..ops import indexing as _idx
 from ..ops.registry import normalize_axis
-from .ops_api import cast, concat, constant, expand_dims, reshape
+from .dynamic_api import where
+from .math_api import reduce_sum
+from .ops_api import cast, concat, constant, expand_dims, reshape, transpose
 
 __all__ = ["gather", "gather_nd", "dim_gather", "one_hot", "pad", "stack", "range", "ones",
            "zeros", "sort", "argsort", "reverse", "broadcast_like", "masked_fill",
@@ -76,8 +77,8 @@ def gather_nd(params, indices, name=None):
         raise ValueError(f"gather_nd: the last axis of indices ({k}) must be between 1 and "
                          f"params' rank {params.ndim}")
     strides = np.cumprod((params.shape[1:k] + (1,))[::-1])[::-1].astype(np.int64)
-    index = math.reduce_sum(cast(indices, dtypes.int64) *
-                            constant(strides, dtype=dtypes.int64), axis=-1)
+    index = reduce_sum(cast(indices, dtypes.int64) *
+                       constant(strides, dtype=dtypes.int64), axis=-1)
     if indices.ndim == 1:
         index = reshape(index, ())
     flat = reshape(params, (int(np.prod(params.shape[:k])),) + params.shape[k:])
@@ -108,7 +109,6 @@ def one_hot(indices, depth, on_value=1, off_value=0, axis=-1, dtype=None, name=N
                           dtype=dtype, name=name if axis == out_ndim - 1 else None)
     if axis == out_ndim - 1:
         return out
-    from .ops_api import transpose
     perm = list(builtins.range(out_ndim - 1))
     perm.insert(axis, out_ndim - 1)
     return transpose(out, perm=perm, name=name)
@@ -208,7 +208,6 @@ def broadcast_like(x, like, broadcast_axes=None, name=None):
 
 def masked_fill(x, mask, value, name=None):
     """``value`` where ``mask`` is nonzero, else ``x``."""
-    from .ops_api import where
     return where(mask, _ew.to_blob(value, x, "masked_fill"), x, name=name)
 
 

@@ -1,5 +1,6 @@
 """Ops with data-dependent shapes: ``argwhere``, ``nonzero``, ``sync_dynamic_resize``,
-``cast_to_static_shape`` and ``dynamic_reshape``.
+``cast_to_static_shape`` and ``dynamic_reshape``; and ``where``, which given only a
+condition is ``argwhere`` (OneFlow's rule), else an elementwise choice.
 
 OneFlow returns *dynamic* blobs here. aioflow's plans are static, so these return the
 static maximum (padded) blob, and a job returning it hands back only its valid part
@@ -16,13 +17,12 @@ from __future__ import annotations
 
 from .._core import dtypes
 from ..engine.dynamic_shapes import mark, size_of
-from .ops_api import _require_blob
 from ..ops import dynamic as _dyn
 from ..ops import elementwise as _ew
+from .ops_api import _require_blob, reshape, transpose
 
 __all__ = ["argwhere", "nonzero", "sync_dynamic_resize", "cast_to_static_shape",
-           "dynamic_reshape"]
-
+           "dynamic_reshape", "where"]
 
 
 def argwhere(condition, dtype=None, name=None):
@@ -41,7 +41,6 @@ def argwhere(condition, dtype=None, name=None):
 def nonzero(a, name=None):
     """The indices of the nonzero elements of ``a``, one column each:
     ``(a.ndim, count)`` (``argwhere``'s transpose)."""
-    from .ops_api import transpose
     indices = argwhere(a, name=None if name is None else name + "_ArgWhere")
     out = transpose(indices, perm=(1, 0), name=None if name is None else name + "_Transpose")
     size, _ = size_of(indices)
@@ -72,6 +71,17 @@ def cast_to_static_shape(x, name=None):
 def dynamic_reshape(x, shape, name=None):
     """``flow.reshape`` (one -1 allowed). In OneFlow the leading axis may be dynamic; here
     every shape is static, so this is a plain reshape of the static shape."""
-    from .ops_api import reshape
     _require_blob(x, "dynamic_reshape", "x")
     return reshape(x, shape, name=name)
+
+
+def where(condition, x=None, y=None, name=None):
+    """Pick from ``x`` where ``condition`` is nonzero, else from ``y``; with neither,
+    ``flow.argwhere(condition)`` (OneFlow's rule)."""
+    if x is None and y is None:
+        return argwhere(condition, name=name)
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither (then it is "
+                         "flow.argwhere(condition)); got only one")
+    x, y = _ew.promote(x, y, "where")
+    return _ew.where(condition, x, y, name=name)

@@ -19,7 +19,11 @@ import numpy as np
 
 from .. import initializers as init
 from ..ir import Blob
-from ..layers import _bias_then_activation, _layer_name, _variable, batch_normalization
+from ..ops.registry import normalize_axis
+from . import math_api as math
+from .layers_api import _bias_then_activation, _layer_name, _variable, batch_normalization
+from .nn_conv import _ints, conv3d as _conv3d
+from .ops_api import reshape
 
 __all__ = ["conv3d", "batch_normalization_add_relu", "batch_normalization_relu",
            "layer_norm_grad", "layer_norm_param_grad"]
@@ -31,7 +35,6 @@ def conv3d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
            trainable=True, name=None, weight_name=None, bias_name=None):
     """3-d convolution layer: weight ``<name>-weight`` of shape (filters, C/groups, kd, kh,
     kw) (NDHWC: filters, kd, kh, kw, C/groups), Xavier-uniform; bias ``<name>-bias``."""
-    from .nn_conv import _ints, conv3d as _conv3d
     if not isinstance(inputs, Blob) or inputs.ndim != 5:
         raise ValueError("conv3d: inputs must be a 5-d Blob, got "
                          f"{getattr(inputs, 'shape', type(inputs).__name__)}")
@@ -67,7 +70,6 @@ def batch_normalization_add_relu(inputs, addend=None, axis=-1, momentum=0.99, ep
                                  moving_variance_name=None):
     """``relu(batch_normalization(inputs) + addend)`` (``addend`` optional), with the
     variables of ``flow.layers.batch_normalization``."""
-    from .. import math
     custom = {k: v for k, v in dict(gamma_name=gamma_name, beta_name=beta_name,
                                     moving_mean_name=moving_mean_name,
                                     moving_variance_name=moving_variance_name).items() if v}
@@ -109,7 +111,6 @@ def batch_normalization_relu(inputs, axis=-1, momentum=0.99, epsilon=0.001, cent
 
 def _per_row(stat, x, begin, arg):
     """A statistic with one value per row (``x.shape[:begin]``), shaped to broadcast."""
-    from .ops_api import reshape
     rows = x.shape[:begin]
     if int(np.prod(stat.shape)) != int(np.prod(rows)):
         raise ValueError(f"layer_norm_grad: {arg} must hold one value per normalized row "
@@ -122,8 +123,6 @@ def layer_norm_grad(dy, x, mean, inv_variance, begin_norm_axis=1, name="LayerNor
     the forward's per-row ``mean`` and ``inv_variance`` (``1/sqrt(var + eps)``):
     ``inv * (dy - mean(dy) - x_hat * mean(dy * x_hat))`` over the normalized axes, with
     ``x_hat = (x - mean) * inv``."""
-    from .. import math
-    from ..ops.registry import normalize_axis
     begin = normalize_axis("layer_norm_grad", begin_norm_axis, x.ndim)
     axes = list(range(begin, x.ndim))
     inv = _per_row(inv_variance, x, begin, "inv_variance")
@@ -137,9 +136,6 @@ def layer_norm_param_grad(dy, norm, gamma, begin_params_axis=-1, name="LayerNorm
     """Backward of layer norm's affine part ``y = norm * gamma + beta``: returns
     ``(normalized_diff, beta_diff, gamma_diff)`` = ``(dy * gamma, sum(dy), sum(dy *
     norm))``, the sums over the axes before ``begin_params_axis``."""
-    from .. import math
-    from ..ops.registry import normalize_axis
-    from .ops_api import reshape
     begin = normalize_axis("layer_norm_param_grad", begin_params_axis, dy.ndim)
     params = dy.shape[begin:]
     if int(np.prod(gamma.shape)) != int(np.prod(params)):

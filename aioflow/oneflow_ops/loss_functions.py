@@ -14,8 +14,9 @@ array([4.], dtype=float32)
 """
 from __future__ import annotations
 
-from .. import math
 from ..ir import Blob
+from . import math_api as math
+from .dynamic_api import where
 
 __all__ = ["MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
            "MarginRankingLoss", "TripletMarginLoss", "smooth_l1_loss"]
@@ -59,8 +60,8 @@ def L1Loss(input, target, reduction="mean", name=None):  # noqa: N802,A002
 def _clamped_log(x):
     """``max(log(x), -100)``, and -100 at 0 (log is never taken of 0)."""
     positive = math.greater(x, 0.0)
-    logged = math.maximum(math.log(math._where(positive, x, 1.0)), -100.0)
-    return math._where(positive, logged, -100.0)
+    logged = math.maximum(math.log(where(positive, x, 1.0)), -100.0)
+    return where(positive, logged, -100.0)
 
 
 def BCELoss(input, target, weight=None, reduction="mean", name=None):  # noqa: N802,A002
@@ -142,4 +143,4 @@ def smooth_l1_loss(prediction, label, beta=1.0, name=None):
     if beta == 0:   # no quadratic part left (and no division by 0 to build it)
         return d if name is None else math._identity(d, name)
     small = math.less(d, float(beta))
-    return math._where(small, math.square(d) * (0.5 / beta), d - 0.5 * beta, name=name)
+    return where(small, math.square(d) * (0.5 / beta), d - 0.5 * beta, name=name)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math as _pymath
 
+from . import math_api as math
+
 __all__ = ["gelu_grad", "sigmoid_grad"]
 
 _INV_SQRT2 = 1.0 / _pymath.sqrt(2.0)
@@ -25,7 +27,6 @@ _INV_SQRT_2PI = 1.0 / _pymath.sqrt(2.0 * _pymath.pi)
 def gelu_grad(x, dy, name=None):
     """``dy * gelu'(x)`` for the exact GELU of ``flow.math.gelu``: ``gelu'(x) = (1 +
     erf(x / sqrt(2))) / 2 + x * exp(-x^2 / 2) / sqrt(2 pi)``."""
-    from .. import math
     cdf = math.multiply(math.add(math.erf(math.multiply(x, _INV_SQRT2)), 1.0), 0.5)
     density = math.multiply(math.exp(math.multiply(math.square(x), -0.5)), _INV_SQRT_2PI)
     return math.multiply(dy, math.add(cdf, math.multiply(x, density)), name=name)
@@ -33,5 +34,4 @@ def gelu_grad(x, dy, name=None):
 
 def sigmoid_grad(y, dy, name=None):
     """``dy * y * (1 - y)``, the gradient of ``sigmoid`` given its output ``y``."""
-    from .. import math
     return math.multiply(dy, math.multiply(y, math.subtract(1.0, y)), name=name)

@@ -18,7 +18,8 @@ from ..ops import elementwise as _ew
 from ..ops import gamma as _gamma
 from ..ops import numerics as _num
 from ..ops.registry import normalize_axis
-from .ops_api import _require_blob
+from .math_api import reduce_max, reduce_min
+from .ops_api import _require_blob, constant
 
 __all__ = ["lgamma", "two_stage_reduce_max", "two_stage_reduce_min",
            "reduced_shape_elem_cnt", "broadcast_to_compatible_with", "count_not_finite",
@@ -35,13 +36,11 @@ def two_stage_reduce_max(x, axis=None, keepdims=False, name=None):
     """``flow.math.reduce_max``. OneFlow splits it in two stages (per device, then
     across devices) for model-parallel blobs; in one process both stages are one. The
     gradient is shared equally among tied maxima, as OneFlow's."""
-    from ..math import reduce_max
     return reduce_max(x, axis=axis, keepdims=keepdims, name=name)
 
 
 def two_stage_reduce_min(x, axis=None, keepdims=False, name=None):
     """``flow.math.reduce_min`` (see :func:`two_stage_reduce_max`)."""
-    from ..math import reduce_min
     return reduce_min(x, axis=axis, keepdims=keepdims, name=name)
 
 
@@ -49,7 +48,6 @@ def reduced_shape_elem_cnt(input_blob, axis=None, dtype=None, name=None):
     """The product of ``input_blob``'s dimensions over ``axis`` (all of them if None), as
     a constant Blob of shape (1,), int32 unless ``dtype``: shapes are static here, so it
     is known when the job is traced."""
-    from .ops_api import constant
     _require_blob(input_blob, "reduced_shape_elem_cnt", "input_blob")
     if axis is None:
         dims = input_blob.shape

@@ -22,6 +22,10 @@ from ..kernels.conv import same_padding as _same_pads
 from ..ops import conv3d as _conv3d
 from ..ops import deconv as _deconv_ops
 from ..ops import random_ops as _random
+from .array_ops import broadcast_like, pad
+from .nn_conv2d import conv2d
+from .ops_api import constant, reshape, transpose
+from .ops_api import slice as slice_
 
 __all__ = ["conv3d", "max_pool3d", "avg_pool3d", "conv2d_transpose", "torch_conv2d_transpose",
            "compat_conv2d", "PixelShuffle", "PixelShufflev2", "random_mask_like"]
@@ -84,12 +88,10 @@ def spatial_pads(padding, spatial, ksize, strides, dilations, channels_last, op_
 
 
 def _to_channels_first(x):
-    from .ops_api import transpose
     return transpose(x, perm=[0, x.ndim - 1] + list(range(1, x.ndim - 1)))
 
 
 def _to_channels_last(x, name=None):
-    from .ops_api import transpose
     return transpose(x, perm=[0] + list(range(2, x.ndim)) + [1], name=name)
 
 
@@ -189,8 +191,6 @@ def _deconv_operands(value, input, filter, filters, data_format, dilations, op_n
 def _transposed_conv(x, w, strides, dilations, before, out_hw, last, name):
     """``out[..., h, w] = full[..., h + before_h, w + before_w]``, zeros past the end of
     the full transposed convolution."""
-    from .array_ops import pad
-    from .ops_api import slice as slice_
     full = _deconv_ops.conv2d_transpose_op(x, w, strides=strides, dilations=dilations,
                                        name=None if name is None else f"{name}-full")
     sizes = full.shape[2:]
@@ -281,7 +281,6 @@ def compat_conv2d(input, filters, strides, padding,  # noqa: A002 - OneFlow's na
                   data_format="NCHW", dilations=None, groups=1, name=None):
     """``flow.nn.conv2d`` with TensorFlow's "SAME": an odd total padding puts the extra
     element after (OneFlow's ``"SAME_UPPER"``)."""
-    from ..nn import conv2d
     if isinstance(padding, str) and padding.upper() == "SAME":
         padding = "SAME_UPPER"
     return conv2d(input, filters, strides=strides, padding=padding, data_format=data_format,
@@ -294,7 +293,6 @@ def compat_conv2d(input, filters, strides, padding,  # noqa: A002 - OneFlow's na
 def PixelShufflev2(input, h_upscale_factor, w_upscale_factor, name=None):  # noqa: N802,A002
     """(N, C * h * w, H, W) -> (N, C, H * h, W * w): channel ``c * h * w + i * w + j``
     moves to position ``(H * h + i, W * w + j)`` of output channel ``c``."""
-    from .ops_api import reshape, transpose
     _require_blob(input, "PixelShufflev2", "input")
     fh, fw = int(h_upscale_factor), int(w_upscale_factor)
     if fh <= 0 or fw <= 0:
@@ -321,8 +319,6 @@ def random_mask_like(like, rate, seed=None, noise_shape=None, name=None):
     a fresh draw every step (the same sequence for a given ``seed``). With
     ``noise_shape`` (which OneFlow v0.3.4 refused), the draws of that shape are broadcast
     to ``like``'s."""
-    from .array_ops import broadcast_like
-    from .ops_api import constant
     _require_blob(like, "random_mask_like", "like")
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"random_mask_like: rate must be in [0, 1), got {rate!r}")

@@ -18,7 +18,12 @@ GroupNorm has one per channel).
 """
 from __future__ import annotations
 
+from .. import initializers as init
 from ..ir import Blob
+from . import math_api as math
+from .layers_api import _layer_name, _variable
+from .nn_api import moments
+from .ops_api import reshape
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm"]
 
@@ -58,7 +63,6 @@ def _check_blob(x, op_name):
 
 
 def _name(name, default):
-    from ..layers import _layer_name
     return _layer_name(name, default)
 
 
@@ -71,11 +75,6 @@ def _instance_norm(x, ndim, eps, affine, name, default_name, op_name):
 
 
 def _normalize_view(x, view, eps, affine, name):
-    from .. import initializers as init
-    from .. import math
-    from ..layers import _variable
-    from ..nn import moments
-    from .ops_api import reshape
     rows = reshape(x, view)
     mean, variance = moments(rows, [2], keepdims=True)
     out = math.divide(math.subtract(rows, mean), math.sqrt(math.add(variance, float(eps))))

@@ -19,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Blob
+from .array_ops import gather, stack
+from .math_api import floor, mod, multiply
+from .ops_api import cast, constant, reshape
 
 __all__ = ["object_bbox_flip", "object_bbox_scale"]
 
@@ -50,7 +53,6 @@ def object_bbox_flip(bbox, image_size, flip_code, name=None):
     shape ``(batch,)``) 1 flips horizontally (``x -> width - 1 - x``, swapping xmin and
     xmax), 16 (0x10) vertically, 17 both, 0 neither. ``image_size``: ``(batch, 2)``
     int32 ``(width, height)``."""
-    import aioflow as flow
     op = "object_bbox_flip"
     batch = _check_boxes(op, bbox)
     _per_image(op, "image_size", image_size, batch)
@@ -58,29 +60,28 @@ def object_bbox_flip(bbox, image_size, flip_code, name=None):
         if flip_code.shape != (batch,):
             raise ValueError(f"{op}: flip_code must be an int or a Blob of shape ({batch},), "
                              f"got shape {flip_code.shape}")
-        code = flow.cast(flip_code, bbox.dtype)
+        code = cast(flip_code, bbox.dtype)
     elif isinstance(flip_code, int) and not isinstance(flip_code, bool) \
             and 0 <= flip_code <= 127:
-        code = flow.constant(np.full(batch, flip_code), dtype=bbox.dtype)
+        code = constant(np.full(batch, flip_code), dtype=bbox.dtype)
     else:
         raise ValueError(f"{op}: flip_code must be an int in [0, 127] (0, 1, 16 or 17) or "
                          f"a Blob, got {flip_code!r}")
-    horizontal = flow.reshape(flow.math.mod(code, 2.0), (batch, 1))
-    vertical = flow.reshape(flow.math.mod(flow.math.floor(code / 16.0), 2.0), (batch, 1))
-    size = flow.cast(image_size, bbox.dtype)
+    horizontal = reshape(mod(code, 2.0), (batch, 1))
+    vertical = reshape(mod(floor(code / 16.0), 2.0), (batch, 1))
+    size = cast(image_size, bbox.dtype)
     width, height = size[:, 0:1], size[:, 1:2]
     x1, x2 = _flipped(bbox[:, :, 0], bbox[:, :, 2], width, horizontal)
     y1, y2 = _flipped(bbox[:, :, 1], bbox[:, :, 3], height, vertical)
-    return flow.stack([x1, y1, x2, y2], axis=-1, name=name)
+    return stack([x1, y1, x2, y2], axis=-1, name=name)
 
 
 def object_bbox_scale(bbox, scale, name=None):
     """Scale each image's boxes: x by ``scale[i, 0]``, y by ``scale[i, 1]`` (``scale``: a
     float Blob of shape ``(batch, 2)``, e.g. from resizing the images)."""
-    import aioflow as flow
     op = "object_bbox_scale"
     batch = _check_boxes(op, bbox)
     _per_image(op, "scale", scale, batch)
-    factors = flow.gather(flow.cast(scale, bbox.dtype),
-                          flow.constant(np.array([0, 1, 0, 1], np.int32)), axis=1)
-    return flow.math.multiply(bbox, flow.reshape(factors, (batch, 1, 4)), name=name)
+    factors = gather(cast(scale, bbox.dtype), constant(np.array([0, 1, 0, 1], np.int32)),
+                     axis=1)
+    return multiply(bbox, reshape(factors, (batch, 1, 4)), name=name)

@@ -14,7 +14,6 @@ import builtins
 import numpy as np
 
 from .._core import dtypes
-from .. import math
 from ..ir import Blob, current_graph
 from ..ir.blob import bind_operators
 from ..ops import elementwise as _ew
@@ -40,8 +39,6 @@ __all__ = [
     "ones_like",
     "cast",
     "identity",
-    "where",
-    "clip_by_value",
 ]
 
 
@@ -174,28 +171,6 @@ def cast(x, dtype, name=None):
 
 def identity(x, name=None):
     return _ew.identity(x, name=name)
-
-
-def where(condition, x=None, y=None, name=None):
-    """Pick from ``x`` where ``condition`` is nonzero, else from ``y``; with neither,
-    ``flow.argwhere(condition)`` (OneFlow's rule)."""
-    if x is None and y is None:
-        from .dynamic_api import argwhere
-        return argwhere(condition, name=name)
-    if x is None or y is None:
-        raise ValueError("where: give both x and y, or neither (then it is "
-                         "flow.argwhere(condition)); got only one")
-    x, y = _ew.promote(x, y, "where")
-    return _ew.where(condition, x, y, name=name)
-
-
-def clip_by_value(values, min_value=None, max_value=None, name=None):
-    out = values
-    if min_value is not None:
-        out = math.maximum(out, min_value)
-    if max_value is not None:
-        out = math.minimum(out, max_value)
-    return out
 
 
 bind_operators(matmul=matmul, getitem=getitem)   # ``a @ b`` and ``a[key]`` on Blobs

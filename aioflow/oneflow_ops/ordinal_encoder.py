@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import numbers
 
-from .ops_api import _require_blob
+from ..engine.variables import get_variable
+from ..initializers import zeros_initializer
 from ..ops import ordinal_encode as _enc
+from .assign_api import assign, variable_name
+from .ops_api import _require_blob
 
 __all__ = ["categorical_ordinal_encode", "categorical_ordinal_encoder"]
 
@@ -25,7 +28,6 @@ def categorical_ordinal_encode(table, size, input_tensor, hash_precomputed=True,
     (a variable of shape ``(2 * capacity,)``) and its count ``size`` (a variable of shape
     (1,)), both of the input's integer dtype; new values are added to them at the end of
     the step. Only ``hash_precomputed=True`` exists (in OneFlow too)."""
-    from .assign_api import assign, variable_name
     if hash_precomputed is not True:
         raise NotImplementedError("categorical_ordinal_encode: only hash_precomputed=True "
                                   "is supported (as in OneFlow)")
@@ -43,8 +45,6 @@ def categorical_ordinal_encoder(input_tensor, capacity, hash_precomputed=True,
                                 name="CategoricalOrdinalEncoder"):
     """:func:`categorical_ordinal_encode` with its own table of ``capacity`` entries, in
     the variables ``<name>-Table`` and ``<name>-Size``."""
-    from ..initializers import zeros_initializer
-    from ..engine.variables import get_variable
     if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) \
             or capacity <= 0:
         raise ValueError(f"categorical_ordinal_encoder: capacity must be a positive int, "

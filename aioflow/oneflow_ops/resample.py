@@ -22,6 +22,10 @@ import numpy as np
 from .._core import dtypes
 from ..ir import Blob
 from ..kernels.conv import same_padding as _same_pads
+from .array_ops import gather, pad
+from .nn_conv import _to_channels_first, _to_channels_last
+from .ops_api import constant, matmul
+from .ops_api import slice as slice_
 
 __all__ = ["upsample_2d", "reflection_pad2d", "same_padding", "pad_grad"]
 
@@ -52,8 +56,6 @@ def upsample_2d(x, size=(2, 2), data_format="NCHW", interpolation="nearest",
                 name="Upsample2D"):
     """Upsample the spatial axes of 4-d ``x`` by the integer factors ``size`` =
     (height_scale, width_scale) with "nearest" or "bilinear" interpolation."""
-    from .nn_conv import _to_channels_first, _to_channels_last
-    from .ops_api import constant, matmul
     _require_blob(x, "upsample_2d", "x")
     scales = (size, size) if isinstance(size, int) else tuple(size)
     if len(scales) != 2 or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0
@@ -88,8 +90,6 @@ def reflection_pad2d(x, padding, name=None):
     (OneFlow documented ``[left, right, top, bottom]``, but its kernel and its own tests
     pad symmetrically from the last two entries.) Every padding must be below the size
     of the axis it pads."""
-    from .array_ops import gather
-    from .ops_api import constant
     _require_blob(x, "reflection_pad2d", "x")
     if x.ndim != 4:
         raise ValueError(f"reflection_pad2d: x must be 4-d NCHW, got shape {x.shape}")
@@ -119,7 +119,6 @@ def same_padding(x, padding, data_format, kernel_size, strides, dilation_rate, n
     ``kernel_size``/``strides``/``dilation_rate`` would, so its output keeps
     ``ceil(in / stride)`` positions; ``padding`` "SAME_LOWER" puts an odd extra element
     before, "SAME_UPPER" after."""
-    from .array_ops import pad
     _require_blob(x, "same_padding", "x")
     mode = str(padding).upper()
     if mode not in ("SAME_LOWER", "SAME_UPPER"):
@@ -143,7 +142,6 @@ def pad_grad(x, paddings, constant_value=0, name=None):
     """The gradient of ``flow.pad``: ``x`` with ``paddings`` = ``(before, after)`` per
     axis cut away (``constant_value`` is accepted for OneFlow's signature; a gradient does
     not depend on it)."""
-    from .ops_api import slice as slice_
     _require_blob(x, "pad_grad", "x")
     pads = [tuple(int(v) for v in p) for p in paddings]
     if len(pads) != x.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):

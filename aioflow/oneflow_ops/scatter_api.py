@@ -19,9 +19,12 @@ import numbers
 import numpy as np
 
 from .._core import dtypes
-from .ops_api import _require_blob
 from ..ops import scatter as _sc
 from ..ops.registry import normalize_axis
+from ..ops.shape import slice_op
+from .dynamic_api import where
+from .math_api import add, greater_equal, less, logical_and
+from .ops_api import _require_blob, cast, constant, reshape
 
 __all__ = ["scatter_nd", "tensor_scatter_nd_add", "tensor_scatter_nd_update",
            "unsorted_segment_sum", "unsorted_segment_sum_like", "unsorted_batch_segment_sum",
@@ -98,9 +101,6 @@ def unsorted_batch_segment_sum(data, segment_ids, num_segments, name=None):
     """Per batch entry, :func:`unsorted_segment_sum` along the axis after the batch axes:
     ``segment_ids`` of shape ``(*batch, n)`` and ``data`` of ``(*batch, n, *rest)`` give
     ``(*batch, num_segments, *rest)``."""
-    from .array_ops import constant
-    from ..math import add, greater_equal, less, logical_and
-    from .ops_api import cast, reshape, where
     _require_blob(data, "unsorted_batch_segment_sum", "data")
     _require_blob(segment_ids, "unsorted_batch_segment_sum", "segment_ids")
     _sc.require_indices("unsorted_batch_segment_sum", segment_ids, "segment_ids")
@@ -161,7 +161,6 @@ def slice_v2(x, slice_tup_list, name=None):
     >>> job(np.arange(10, dtype=np.float32).reshape(2, 5)).tolist()
     [[4.0, 2.0], [9.0, 7.0]]
     """
-    from ..ops.shape import slice_op
     _require_blob(x, "slice_v2", "x")
     return slice_op(x, index=_slices("slice_v2", slice_tup_list, x.shape), name=name)
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .user_op_table import REQUIRED, UserOpSpec
+from . import math_api as math
+from .assign_api import assign
+from .dynamic_api import where
+from .ops_api import constant, ones_like, reshape, slice as slice_, zeros_like
+from .user_op_spec import REQUIRED, UserOpSpec
 
 __all__ = ["SYSTEM_USER_OPS"]
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _flow():
-    import aioflow as flow   # lazily: read only while a job is traced
-    return flow
 
 
 def _dynamic_loss_scale_schedule(ins, attrs, name):
@@ -26,36 +25,32 @@ def _dynamic_loss_scale_schedule(ins, attrs, name):
     ``increment_period`` the scale is multiplied by ``multiplier`` (at most float32's max)
     and the counter restarts; otherwise the counter restarts and the scale is divided by
     ``multiplier`` (at least 1)."""
-    flow = _flow()
-    math = flow.math
     count, scale, counter = (ins[k][0] for k in ("count_not_finite", "loss_scale",
                                                  "good_step_counter"))
     period, multiplier = int(attrs["increment_period"]), float(attrs["multiplier"])
-    finite = math.equal(count, flow.zeros_like(count))
-    next_count = counter + flow.ones_like(counter)
+    finite = math.equal(count, zeros_like(count))
+    next_count = counter + ones_like(counter)
     grow = math.logical_and(finite, math.greater_equal(
-        next_count, flow.constant(period, dtype=counter.dtype, shape=counter.shape)))
-    zero = flow.zeros_like(counter)
-    new_counter = math._where(grow, zero, math._where(finite, next_count, zero))
+        next_count, constant(period, dtype=counter.dtype, shape=counter.shape)))
+    zero = zeros_like(counter)
+    new_counter = where(grow, zero, where(finite, next_count, zero))
     grown = math.minimum(scale * multiplier, _FLOAT32_MAX)
     shrunk = math.maximum(scale / multiplier, 1.0)
-    new_scale = math._where(grow, grown, math._where(finite, scale, shrunk))
-    flow.assign(counter, new_counter, name=f"{name}-good_step_counter")
-    flow.assign(scale, new_scale, name=f"{name}-loss_scale")
+    new_scale = where(grow, grown, where(finite, scale, shrunk))
+    assign(counter, new_counter, name=f"{name}-good_step_counter")
+    assign(scale, new_scale, name=f"{name}-loss_scale")
     return {}
 
 
 def _multi_square_sum(ins, attrs, name):
     """The sum of the squares of every element of every input: shape (1,)."""
-    math = _flow().math
     parts = [math.reduce_sum(math.square(x)) for x in ins["x"]]
     total = parts[0] if len(parts) == 1 else math.add_n(parts)
-    return {"y": [_flow().reshape(total, (1,), name=name)]}
+    return {"y": [reshape(total, (1,), name=name)]}
 
 
 def _split_like(ins, attrs, name):
     """``in`` cut along ``axis`` into pieces as long as each ``like`` along it."""
-    flow = _flow()
     x, likes = ins["in"][0], ins["like"]
     axis = int(attrs["axis"]) % max(x.ndim, 1)
     sizes = []
@@ -73,7 +68,7 @@ def _split_like(ins, attrs, name):
         begin[axis] = start
         extent = list(x.shape)
         extent[axis] = size
-        pieces.append(flow.slice(x, begin, extent, name=f"{name}-out{i}"))
+        pieces.append(slice_(x, begin, extent, name=f"{name}-out{i}"))
         start += size
     return {"out": pieces}
 

@@ -8,45 +8,34 @@ inputs as {input name: [Blob, ...]} and the attributes with defaults filled in, 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from . import math_api, nn_api, ops_api
+from .array_ops import gather
+from .dynamic_api import where
+from .user_op_spec import REQUIRED, UserOpSpec
+from .user_op_system import SYSTEM_USER_OPS
 
 __all__ = ["UserOpSpec", "USER_OPS", "REQUIRED"]
 
-# Marks an attribute without a default: the builder must set it.
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class UserOpSpec:
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    build: Callable
-    attrs: dict = field(default_factory=dict)
-    # Inputs that take a list of any length (add_n, concat); the others take one Blob.
-    list_inputs: tuple[str, ...] = ()
-
-
-def _flow():
-    import aioflow as flow   # lazily: this table is read only while a job is traced
-    return flow
-
 
 def _unary(function_name: str, inputs=("x",), outputs=("y",)) -> UserOpSpec:
+    fn = getattr(math_api, function_name)
+
     def build(ins, attrs, name):
-        fn = getattr(_flow().math, function_name)
         return {outputs[0]: [fn(ins[inputs[0]][0], name=name)]}
     return UserOpSpec(inputs, outputs, build)
 
 
 def _binary(function_name: str, inputs=("x", "y"), outputs=("z",)) -> UserOpSpec:
+    fn = getattr(math_api, function_name)
+
     def build(ins, attrs, name):
-        fn = getattr(_flow().math, function_name)
         return {outputs[0]: [fn(ins[inputs[0]][0], ins[inputs[1]][0], name=name)]}
     return UserOpSpec(inputs, outputs, build)
 
 
 def _scalar(function_name: str) -> UserOpSpec:
+    fn = getattr(math_api, function_name)
+
     def build(ins, attrs, name):
         if attrs["has_float_operand"]:
             operand = float(attrs["float_operand"])
@@ -55,16 +44,16 @@ def _scalar(function_name: str) -> UserOpSpec:
         else:
             raise ValueError(f"user op {function_name!r}: set has_float_operand or "
                              "has_int_operand to True")
-        return {"out": [getattr(_flow().math, function_name)(ins["in"][0], operand,
-                                                                name=name)]}
+        return {"out": [fn(ins["in"][0], operand, name=name)]}
     return UserOpSpec(("in",), ("out",), build,
                       {"has_int_operand": False, "has_float_operand": False,
                        "int_operand": 0, "float_operand": 0.0})
 
 
 def _reduce(function_name: str) -> UserOpSpec:
+    fn = getattr(math_api, function_name)
+
     def build(ins, attrs, name):
-        fn = getattr(_flow().math, function_name)
         return {"output_tensor": [fn(ins["input_tensor"][0], axis=list(attrs["axis"]),
                                      keepdims=bool(attrs["keepdims"]), name=name)]}
     return UserOpSpec(("input_tensor",), ("output_tensor",), build,
@@ -72,18 +61,17 @@ def _reduce(function_name: str) -> UserOpSpec:
 
 
 def _matmul(ins, attrs, name):
-    return {"out": [_flow().matmul(ins["a"][0], ins["b"][0], bool(attrs["transpose_a"]),
+    return {"out": [ops_api.matmul(ins["a"][0], ins["b"][0], bool(attrs["transpose_a"]),
                                    bool(attrs["transpose_b"]), float(attrs["alpha"]),
                                    name=name)]}
 
 
 def _bias_add(ins, attrs, name):
-    flow = _flow()
     a, b = ins["a"][0], ins["b"][0]
     axis = int(attrs["axis"]) % max(a.ndim, 1)
     shape = [1] * a.ndim
     shape[axis] = b.size
-    return {"out": [flow.math.add(a, flow.reshape(b, shape), name=name)]}
+    return {"out": [math_api.add(a, ops_api.reshape(b, shape), name=name)]}
 
 
 def _one(function, in_name="in", out_name="out", **attr_of_kw):
@@ -91,7 +79,7 @@ def _one(function, in_name="in", out_name="out", **attr_of_kw):
     ``attr_of_kw``: the function's keyword -> the OneFlow attribute giving its value."""
     def build(ins, attrs, name):
         kwargs = {kw: attrs[attr] for kw, attr in attr_of_kw.items()}
-        return {out_name: [function()(ins[in_name][0], name=name, **kwargs)]}
+        return {out_name: [function(ins[in_name][0], name=name, **kwargs)]}
     return build
 
 
@@ -120,49 +108,46 @@ USER_OPS: dict[str, UserOpSpec] = {
     "scalar_mul": _scalar("multiply"),
     **{op: _reduce(op) for op in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
                                   "reduce_any", "reduce_all")},
-    "softmax": UserOpSpec(("in",), ("out",), _one(lambda: _flow().nn.softmax)),
-    "leaky_relu": UserOpSpec(("x",), ("y",), _one(lambda: _flow().nn.leaky_relu, "x", "y",
+    "softmax": UserOpSpec(("in",), ("out",), _one(nn_api.softmax)),
+    "leaky_relu": UserOpSpec(("x",), ("y",), _one(nn_api.leaky_relu, "x", "y",
                                                   alpha="alpha"), {"alpha": REQUIRED}),
-    "identity": UserOpSpec(("in",), ("out",), _one(lambda: _flow().identity)),
-    "cast": UserOpSpec(("in",), ("out",), _one(lambda: _flow().cast, dtype="dtype"),
+    "identity": UserOpSpec(("in",), ("out",), _one(ops_api.identity)),
+    "cast": UserOpSpec(("in",), ("out",), _one(ops_api.cast, dtype="dtype"),
                        {"dtype": REQUIRED}),
-    "reshape": UserOpSpec(("in",), ("out",), _one(lambda: _flow().reshape, shape="shape"),
+    "reshape": UserOpSpec(("in",), ("out",), _one(ops_api.reshape, shape="shape"),
                           {"shape": REQUIRED}),
-    "expand_dims": UserOpSpec(("in",), ("out",), _one(lambda: _flow().expand_dims,
+    "expand_dims": UserOpSpec(("in",), ("out",), _one(ops_api.expand_dims,
                                                       axis="axis"), {"axis": REQUIRED}),
-    "squeeze": UserOpSpec(("in",), ("out",), _one(lambda: _flow().squeeze, axis="axes"),
+    "squeeze": UserOpSpec(("in",), ("out",), _one(ops_api.squeeze, axis="axes"),
                           {"axes": REQUIRED}),
-    "flatten": UserOpSpec(("in",), ("out",), _one(lambda: _flow().flatten,
+    "flatten": UserOpSpec(("in",), ("out",), _one(ops_api.flatten,
                                                   start_dim="start_dim", end_dim="end_dim"),
                           {"start_dim": 0, "end_dim": -1}),
-    "transpose": UserOpSpec(("input",), ("output",), _one(lambda: _flow().transpose, "input",
+    "transpose": UserOpSpec(("input",), ("output",), _one(ops_api.transpose, "input",
                                                           "output", perm="perm"),
                             {"perm": REQUIRED}),
-    "zeros_like": UserOpSpec(("like",), ("out",), _one(lambda: _flow().zeros_like, "like")),
-    "ones_like": UserOpSpec(("like",), ("out",), _one(lambda: _flow().ones_like, "like")),
+    "zeros_like": UserOpSpec(("like",), ("out",), _one(ops_api.zeros_like, "like")),
+    "ones_like": UserOpSpec(("like",), ("out",), _one(ops_api.ones_like, "like")),
     "matmul": UserOpSpec(("a", "b"), ("out",), _matmul,
                          {"transpose_a": False, "transpose_b": False, "alpha": 1.0}),
     "batch_matmul": UserOpSpec(("a", "b"), ("out",), _matmul,
                                {"transpose_a": False, "transpose_b": False, "alpha": 1.0}),
     "bias_add": UserOpSpec(("a", "b"), ("out",), _bias_add, {"axis": REQUIRED}),
     "add_n": UserOpSpec(("in",), ("out",),
-                        lambda ins, attrs, name: {"out": [_flow().math.add_n(ins["in"],
+                        lambda ins, attrs, name: {"out": [math_api.add_n(ins["in"],
                                                                              name=name)]},
                         list_inputs=("in",)),
     "concat": UserOpSpec(("in",), ("out",),
-                         lambda ins, attrs, name: {"out": [_flow().concat(
+                         lambda ins, attrs, name: {"out": [ops_api.concat(
                              ins["in"], axis=attrs["axis"], name=name)]},
                          {"axis": REQUIRED, "max_dim_size": 0}, list_inputs=("in",)),
     "gather": UserOpSpec(("in", "indices"), ("out",),
-                         lambda ins, attrs, name: {"out": [_flow().gather(
+                         lambda ins, attrs, name: {"out": [gather(
                              ins["in"][0], ins["indices"][0], axis=attrs["axis"],
                              name=name)]}, {"axis": 0}),
     "where": UserOpSpec(("condition", "x", "y"), ("out",),
-                        lambda ins, attrs, name: {"out": [_flow().where(
+                        lambda ins, attrs, name: {"out": [where(
                             ins["condition"][0], ins["x"][0], ins["y"][0], name=name)]}),
+    # The op types of OneFlow's own job passes (loss scaling, clipping, split gradients).
+    **SYSTEM_USER_OPS,
 }
-
-# The op types of OneFlow's own job passes (loss scaling, clipping, split gradients).
-from .user_op_system import SYSTEM_USER_OPS  # noqa: E402 - needs the names above
-
-USER_OPS.update(SYSTEM_USER_OPS)

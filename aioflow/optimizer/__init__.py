@@ -36,6 +36,9 @@ from ..compiler.autodiff import gradients, model_diff_scale
 from ..ir import current_graph
 from ..ops import state as state_ops
 from ..ops.lazy_adam import lazy_adam_update
+from ..ops.layerwise_updates import lamb_update, lars_update
+from ..engine.variables import read_declared
+from ..initializers import zeros_initializer
 from .schedulers import (ConstantWarmup, CosineScheduler, ExponentialScheduler,  # noqa: F401
                          InverseTimeScheduler, LinearCosineScheduler, LinearWarmup,
                          LrScheduler, NaturalExpScheduler, PiecewiseConstantScheduler,
@@ -69,6 +72,8 @@ __all__ = [
     "LrScheduler",
     "warmup",
     "grad_clipping",
+    "LAMB",
+    "LARS",
 ]
 
 
@@ -133,8 +138,6 @@ class Optimizer:
 
     def _slot(self, param_name: str, slot: str):
         """A zero-initialized optimizer state variable named ``<param>-<slot>``."""
-        from ..initializers import zeros_initializer
-        from ..engine.variables import read_declared
         graph = current_graph()
         record = graph.session.variables[param_name]
         name = f"{param_name}-{slot}"
@@ -289,6 +292,67 @@ class RMSProp(Optimizer):
                                  guarded=self.guard is not None)
 
 
+# -- OneFlow's layer-wise adaptive optimizers (issue 18) ------------------------------------
+
+
+class LAMB(Optimizer):
+    """LAMB (You et al. 2019): Adam's bias-corrected step, scaled per variable by
+    ``||w|| / ||step||`` (1 where either is 0). Slots ``<var>-m`` and ``<var>-v``.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.clear_default_session()
+    >>> @flow.global_function(type="train")
+    ... def fit(x: tp.Numpy.Placeholder((4, 1))) -> tp.Numpy:
+    ...     w = flow.get_variable("w", shape=(1, 1), initializer=flow.ones_initializer())
+    ...     loss = flow.math.reduce_mean(flow.math.square(flow.matmul(x, w) - 3 * x))
+    ...     flow.optimizer.LAMB(0.1).minimize(loss)
+    ...     return loss
+    >>> x = np.arange(4, dtype=np.float32).reshape(4, 1)
+    >>> first = float(fit(x)[0])
+    >>> for _ in range(30):
+    ...     last = float(fit(x)[0])
+    >>> last < first / 100
+    True
+    """
+
+    def __init__(self, lr_scheduler, beta1=0.9, beta2=0.999, epsilon=1e-6,
+                 loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
+                 loss_scale_policy=None, variables=None):
+        super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        _set_moment_rates(self, beta1, beta2, epsilon)
+
+    def update(self, param_name, param, grad, lr, step):
+        lamb_update(param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"),
+                    step, *self._guard(), beta1=self.beta1, beta2=self.beta2,
+                    epsilon=self.epsilon)
+
+
+class LARS(Optimizer):
+    """LARS (You et al. 2017) as OneFlow's kernel: a per-variable rate
+    ``lr * lars_coefficient * ||w|| / (||g|| + epsilon)`` with momentum. As in OneFlow, a
+    variable whose value is all zero gets a zero rate and does not move."""
+
+    def __init__(self, lr_scheduler, momentum_beta=0.9, epsilon=1e-9, lars_coefficient=0.0001,
+                 loss_scale_factor=None, grad_clipping=None, train_step_lbn=None,
+                 loss_scale_policy=None, variables=None):
+        super().__init__(lr_scheduler, variables=variables, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)
+        self.momentum_beta = _check_unit("LARS momentum_beta", momentum_beta)
+        if not lars_coefficient > 0:
+            raise ValueError(f"LARS lars_coefficient: expected a positive number, got "
+                             f"{lars_coefficient!r}")
+        self.epsilon = float(epsilon)
+        self.lars_coefficient = float(lars_coefficient)
+
+    def update(self, param_name, param, grad, lr, step):
+        lars_update(param, grad, lr, self._slot(param_name, "momentum"), *self._guard(),
+                    momentum_beta=self.momentum_beta, epsilon=self.epsilon,
+                    lars_coefficient=self.lars_coefficient)
+
+
 def _legacy_optimizer(config):
     """Old API: ``config.train.primary_lr`` + ``model_update_conf``."""
     lr = config.train.primary_lr()
@@ -380,8 +444,6 @@ def build_training(graph) -> None:
         pairs = [(n, p, g + penalties[p.id] if p.id in penalties else g) for n, p, g in pairs]
         pairs += [(n, p, penalties[p.id]) for n, p in zip(names, params)
                   if p.id in penalties and p.id not in grads]
-    from ..initializers import zeros_initializer
-    from ..engine.variables import read_declared
     step_name = train_step_name(graph.name)
     record = session.declare_variable(step_name, (), dtypes.int64, zeros_initializer(),
                                       False, graph, is_state=True)
@@ -413,8 +475,3 @@ def build_training(graph) -> None:
     state_ops.increment(step, *flag, job=graph.name,
                         expected_skips=policy is not None and policy.needs_guard)
 
-
-# OneFlow's layer-wise adaptive optimizers live in their own module (issue 18).
-from .layerwise import LAMB, LARS  # noqa: E402
-
-__all__ += ["LAMB", "LARS"]

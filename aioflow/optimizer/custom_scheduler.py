@@ -20,6 +20,7 @@ the Blob itself.
 from __future__ import annotations
 
 from ..ir import Blob
+from ..ops.state import learning_rate_from_blob
 from .schedulers import LrScheduler
 
 __all__ = ["CustomScheduler"]
@@ -60,7 +61,6 @@ class CustomScheduler(LrScheduler):
 
     def rate(self, graph) -> Blob:
         """The step's learning rate (a host float64 scalar) from the named blob."""
-        from ..ops.state import learning_rate_from_blob
         return learning_rate_from_blob(self._blob(graph))
 
     def __repr__(self) -> str:

@@ -2,6 +2,8 @@
 their joint L2 norm is at most ``clip_norm``."""
 from __future__ import annotations
 
+from ..oneflow_ops import math_api as math
+
 
 class ClipByGlobalNorm:
     def __init__(self, clip_norm: float):
@@ -10,7 +12,6 @@ class ClipByGlobalNorm:
         self.clip_norm = float(clip_norm)
 
     def clip(self, grads):
-        from .. import math
         if not grads:
             return grads
         total = math.add_n([math.reduce_sum(math.square(g)) for g in grads])

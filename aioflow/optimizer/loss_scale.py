@@ -29,6 +29,14 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._core import dtypes
+from ..engine.variables import read_declared
+from ..initializers import constant_initializer, zeros_initializer
+from ..ir import current_graph
+from ..oneflow_ops.math_api import reciprocal
+from ..oneflow_ops.ops_api import cast
+from ..ops.loss_scale import dynamic_loss_scale_update
+
 __all__ = ["LossScalePolicy", "StaticLossScalePolicy", "DynamicLossScalePolicy",
            "static_loss_scale", "dynamic_loss_scale"]
 
@@ -106,10 +114,6 @@ class DynamicLossScalePolicy(LossScalePolicy):
 
     def _state(self):
         """The job's (scale, good-step count) variables, declared on first use."""
-        from .._core import dtypes
-        from ..initializers import constant_initializer, zeros_initializer
-        from ..ir import current_graph
-        from ..engine.variables import read_declared
         graph = current_graph()
         blobs = []
         for kind, dtype, init in (("LossScale", dtypes.float32,
@@ -121,7 +125,6 @@ class DynamicLossScalePolicy(LossScalePolicy):
         return blobs
 
     def _scale_as(self, blob):
-        from ..oneflow_ops.ops_api import cast
         scale = self._state()[0]
         return scale if blob.dtype is scale.dtype else cast(scale, blob.dtype)
 
@@ -129,11 +132,9 @@ class DynamicLossScalePolicy(LossScalePolicy):
         return loss * self._scale_as(loss)
 
     def unscaled(self, grad):
-        from .. import math as flow_math
-        return grad * flow_math.reciprocal(self._scale_as(grad))
+        return grad * reciprocal(self._scale_as(grad))
 
     def after_step(self, flag) -> None:
-        from ..ops.loss_scale import dynamic_loss_scale_update
         scale, good_steps = self._state()
         dynamic_loss_scale_update(scale, good_steps, flag,
                                   increment_period=self.increment_period,
