@@ -74,27 +74,12 @@ from .oneflow_ops.user_op_builder import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder,
     user_op_module_builder)
 from ._core.dtypes import record, tensor_buffer
+from .oneflow_ops.tensor_defs import FixedTensorDef, MirroredTensorDef, MirroredTensorListDef
 from .oneflow_ops.tensor_buffer_api import (tensor_buffer_to_tensor, tensor_buffer_to_tensor_list,
                                             tensor_list_split, tensor_list_to_tensor_buffer,
                                             tensor_to_tensor_buffer)
 
 __version__ = "0.1.0"
-
-
-def FixedTensorDef(shape, dtype=float32, batch_axis=0):  # noqa: N802 - OneFlow's name
-    """Old API: ``def job(images=flow.FixedTensorDef((100, 784)))``."""
-    return typing.Numpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
-
-
-def MirroredTensorDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
-    """Old API: a mirrored (per-device list) placeholder."""
-    return typing.ListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
-
-
-def MirroredTensorListDef(shape, dtype=float32, batch_axis=0):  # noqa: N802
-    """Old API: a mirrored placeholder of tensor lists (per device, a list of arrays)."""
-    return typing.ListListNumpy.Placeholder(shape, dtype=dtype, batch_axis=batch_axis)
-
 
 distributed.setup()   # joins the world when a launcher started several ranks; else nothing
 

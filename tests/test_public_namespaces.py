@@ -36,10 +36,8 @@ REEXPORT_NAMESPACES = ["math", "nn", "layers", "losses", "regularizers"]
 # Every public namespace module: a re-exported object must not be defined in one of them.
 PUBLIC_MODULES = {"aioflow"} | {f"aioflow.{ns}" for ns in REEXPORT_NAMESPACES}
 
-# Defined in ``aioflow/__init__.py`` itself: OneFlow's old spellings of
-# ``flow.typing.Numpy.Placeholder`` and its list forms. They move below the root when the
-# typing vocabulary does (it lives in the public ``aioflow.typing`` module today).
-ROOT_DEFINITIONS = {"FixedTensorDef", "MirroredTensorDef", "MirroredTensorListDef"}
+# Defined in ``aioflow/__init__.py`` itself: none.
+ROOT_DEFINITIONS: set[str] = set()
 
 
 def _names(path: pathlib.Path) -> list[str]:

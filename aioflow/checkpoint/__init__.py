@@ -31,6 +31,7 @@ from .io import CheckpointError, CheckpointWarning
 from ..runtime.results import blocking_entry
 from .._core.callsite import user_stacklevel
 from ..engine.session import default_session
+from ..optimizer import SLOT_NAMES
 
 
 __all__ = [
@@ -216,5 +217,4 @@ def _foreign_training_state(name: str, session) -> bool:
     if name.startswith("System-Train-"):   # step counters, loss scales (aioflow/optimizer)
         return True
     base, _, slot = name.rpartition("-")
-    from ..optimizer import SLOT_NAMES   # TODO(issue 23 merge): hoist
     return slot in SLOT_NAMES and base in session.variables

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numbers
 
+from .._core.warn import warn_once
 from ..ir import Blob
 from .ops_api import _require_blob
 from ..ops import elementwise as _ew
@@ -97,7 +98,6 @@ def _from_unpacked(blob: Blob) -> bool:
 
 
 def _warn_whole_batch(op_name):
-    from .._core.warn import warn_once
     warn_once(f"micro_batch.{op_name}",
               f"flow.{op_name}: aioflow runs the micro-batches of flow.unpack / flow.pack as "
               "one batch (the same result for ops that treat samples independently)")

@@ -17,6 +17,7 @@ one per spatial axis.
 from __future__ import annotations
 
 from .._core import dtypes
+from .._core.warn import warn_once
 from ..ir import Blob
 from ..kernels.conv import same_padding as _same_pads
 from ..ops import conv3d as _conv3d
@@ -232,7 +233,6 @@ def conv2d_transpose(value=None, filter=None, output_shape=None, strides=None,  
         # OneFlow's kernel takes the channels from the filters and read only the spatial
         # sizes of output_shape (v0.2/v0.3.0; v0.3.4 began to assert): DCGAN scripts of
         # that era pass the input's channels there. Said once, not refused.
-        from .._core.warn import warn_once
         warn_once("conv2d_transpose-channels", f"{op_name}: output_shape {tuple(out)} has "
                   f"{out_c} channels, the filters make {w.shape[1]}; the output has "
                   f"{w.shape[1]} (OneFlow's kernel reads only output_shape's spatial sizes)")

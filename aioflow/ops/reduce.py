@@ -66,7 +66,6 @@ def _mean_grad(node, gy):
 
 def _extreme_grad(node, gy):
     # The gradient is shared equally among the elements that attain the extreme value.
-    from .shape import reshape
     x, y = node.inputs[0], node.outputs[0]
     kept = reduced_shape(x.shape, node.attrs["axes"], True)
     mask = cast(equal_op(x, broadcast_to(reshape(y, shape=kept), shape=x.shape)), dtype=x.dtype)

@@ -33,6 +33,7 @@ from .._core.system_names import train_step_name
 from ..oneflow_ops import ops_api
 from . import loss_scale
 from ..compiler.autodiff import gradients, model_diff_scale
+from ..distributed import graph_ops, is_distributed
 from ..ir import current_graph
 from ..ops import state as state_ops
 from ..ops.lazy_adam import lazy_adam_update
@@ -431,7 +432,6 @@ def build_training(graph) -> None:
     graph.watched_diffs = [diffs[b.id] if b.id in diffs
                            else ops_api.zeros_like(b) for b in watched]
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
-    from ..distributed import graph_ops, is_distributed
     if is_distributed():
         # Averaged over the ranks before clipping, which must see the averaged gradients.
         pairs = graph_ops.average_gradients(graph, pairs)

@@ -34,7 +34,7 @@ def _read_table() -> dict[str, dict[str, list[str]]]:
 
 
 def _resolve(export: str):
-    import aioflow
+    import aioflow   # the root package, which imports this one: read at first use
     obj = aioflow
     for part in export.split("."):
         obj = getattr(obj, part)
