@@ -414,25 +414,32 @@ class CompiledJob:
     def submit(self, arrays) -> InFlight:
         """Start one step through the backend's device and return without waiting for it
         (``in_flight.result()`` waits): on a device, the compute thread goes on to the
-        next step while this one runs. On the CPU the step is done on return."""
-        session = self.session
-        with session.lock:
-            if self._placement_version != session.placement_version:
-                session.move_variables(self.variable_names, self.backend)
-                self._placement_version = session.placement_version
-            start = time.perf_counter()
-            step = self.captured or functools.partial(self.plan.run, self.context)
-            in_flight = submit_step(self.backend.device, step, arrays)
-            if in_flight.done():   # a step's time is known where the device is the host
-                self._note_step_time(time.perf_counter() - start)
-            return in_flight
+        next step while this one runs. On the CPU the step is done on return. Takes the
+        session's lock: a step runs under it."""
+        with self.session.lock:
+            return self.submit_locked(arrays)
 
-    def run(self, arrays) -> list:
-        """Execute one step and wait for it in this thread (an inline blocking caller, or
-        an awaiting loop for a step known to be short); returns the host outputs."""
-        return self.submit(arrays).result()
+    def submit_locked(self, arrays) -> InFlight:
+        """:meth:`submit`, for a caller holding the session's lock already."""
+        session = self.session
+        if self._placement_version != session.placement_version:
+            session.move_variables(self.variable_names, self.backend)
+            self._placement_version = session.placement_version
+        start = time.perf_counter()
+        step = self.captured or functools.partial(self.plan.run, self.context)
+        in_flight = submit_step(self.backend.device, step, arrays)
+        if in_flight.done():   # a step's time is known where the device is the host
+            self._note_step_time(time.perf_counter() - start)
+        return in_flight
+
+    def run_locked(self, arrays) -> list:
+        """Execute one step and wait for it in this thread, which holds the session's
+        lock (``Pipeline.run_inline``: an inline blocking caller, or an awaiting loop for
+        a step known to be short); returns the host outputs."""
+        return self.submit_locked(arrays).result()
 
     def _note_step_time(self, seconds: float) -> None:
+        """(The session's lock held.)"""
         recent = self._recent_steps
         recent.append(seconds)
         self.step_seconds = sorted(recent)[len(recent) // 2]

@@ -16,7 +16,7 @@ from .. import backends, config
 from .._core import dtypes
 from .._core.callsite import user_stacklevel
 from .. import random as _random
-from ..runtime.pipeline import Pipeline
+from ..runtime.pipeline import Pipeline, SessionLock
 from ..runtime.results import blocking_entry
 from .variables import VariableRecord
 
@@ -56,7 +56,7 @@ class Session:
         # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
         self.compiled: dict = {}
         self.rng = _random.session_generator()
-        self.lock = threading.RLock()
+        self.lock = SessionLock()   # steps run under it (runtime/pipeline.py)
         # One execution context per backend the session's jobs run on (backends/).
         self._contexts: dict[str, ExecContext] = {}
         # Bumped whenever a variable moves between backends: a compiled job re-checks
