@@ -54,6 +54,7 @@ import re
 import shutil
 import warnings
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -578,6 +579,55 @@ def read_arrays(
 def _read(root, expected, names, strict, on_incomplete) -> dict[str, np.ndarray]:
     """read_arrays() of the checkpoint folder ``root``, with the reading lock held."""
     _require_checkpoint_dir(root)
+    _check_done_marker(root, on_incomplete)
+    exp = _expected_specs(expected)
+    problems: list[str] = []
+    plans: list[_Plan] = []
+    for name in _names_to_read(root, names, expected, exp):
+        try:
+            plan = _plan_variable(root, name, exp.get(name), strict)
+        except _Problem as problem:
+            problems.append(str(problem))
+        else:
+            if plan is not None:           # None: absent, and not strict
+                plans.append(plan)
+    _raise_problems(root, problems)
+
+    result: dict[str, np.ndarray] = {}
+    for plan in plans:
+        arr = _read_data(plan)
+        if plan.sums is not None and _sha256(arr) != plan.sums[DATA_FILENAME]:
+            problems.append(f"variable {plan.name!r}: data file {plan.out!r} does not match "
+                            "its checksum in "
+                            f"{os.path.join(os.path.dirname(plan.out), SUM_FILENAME)!r}"
+                            " (the file is corrupt)")
+        else:   # native byte order: a no-op on little-endian hosts
+            result[plan.name] = arr.astype(plan.dtype, copy=False)
+    _raise_problems(root, problems)
+    return result
+
+
+class _Problem(Exception):
+    """What is wrong with one variable: one part of the CheckpointError of read_arrays."""
+
+
+class _Plan(NamedTuple):
+    """A variable that passed every check before reading: where and what to read."""
+    name: str
+    out: str                  # its data file
+    shape: tuple[int, ...]
+    dtype: np.dtype           # native byte order
+    nbytes: int
+    sums: dict | None         # its sha256sum file's digests, if it has one
+
+
+def _raise_problems(root: str, problems: list[str]) -> None:
+    if problems:
+        raise CheckpointError(f"invalid checkpoint {root!r}: " + "; ".join(problems))
+
+
+def _check_done_marker(root: str, on_incomplete: str) -> None:
+    """Warn about (or refuse, or accept) a checkpoint without its ``snapshot_done``."""
     done = os.path.join(root, DONE_FILENAME)
     if on_incomplete != "ignore" and not os.path.isfile(done):
         msg = (
@@ -589,6 +639,9 @@ def _read(root, expected, names, strict, on_incomplete) -> dict[str, np.ndarray]
         warnings.warn(msg + "; loading it anyway", CheckpointWarning,
                       stacklevel=user_stacklevel())
 
+
+def _expected_specs(expected) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``expected`` checked: name -> (shape, native dtype)."""
     exp: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     for name, spec in (expected or {}).items():
         try:
@@ -606,125 +659,142 @@ def _read(root, expected, names, strict, on_incomplete) -> dict[str, np.ndarray]
                 f"variable {name!r}: unsupported expected data type {dtype}; supported: {_SUPPORTED}"
             )
         exp[name] = (shape, _native(dtype))
+    return exp
 
+
+def _names_to_read(root: str, names, expected, exp) -> list[str]:
+    """``names``, else the expected ones, else every variable folder in ``root``."""
     if names is not None:
         if isinstance(names, str):
             names = [names]
-        wanted = list(dict.fromkeys(names))
-    elif expected is not None:
-        wanted = list(exp)
-    else:
-        wanted = _names_in(root)
+        return list(dict.fromkeys(names))
+    if expected is not None:
+        return list(exp)
+    return _names_in(root)
 
-    problems: list[str] = []
-    plans: list[tuple[str, str, tuple[int, ...], np.dtype, int, dict | None]] = []
-    for name in wanted:
-        try:
-            _check_name(name)
-        except CheckpointError as e:
-            problems.append(str(e))
-            continue
-        vdir = os.path.join(root, name)
-        out = os.path.join(vdir, DATA_FILENAME)
-        meta = os.path.join(vdir, META_FILENAME)
-        if not os.path.isdir(vdir):
-            if strict:
-                problems.append(f"variable {name!r}: not found (no folder {vdir!r})")
-            continue
-        if not os.path.isfile(out):
-            if strict:
-                problems.append(f"variable {name!r}: data file {out!r} is missing")
-            continue
-        sums = None
-        sums_path = os.path.join(vdir, SUM_FILENAME)
-        if os.path.isfile(sums_path):
-            try:
-                with open(sums_path, encoding="ascii") as f:
-                    sums = parse_sums(f.read(4096))
-            except (CheckpointError, OSError, UnicodeDecodeError) as e:
-                problems.append(f"variable {name!r}: bad checksum file {sums_path!r}: {e}")
-                continue
-        spec = None
-        if os.path.isfile(meta):
-            try:
-                with open(meta, "rb") as f:
-                    meta_bytes = f.read(1 << 16)
-                if sums is not None and _sha256(meta_bytes) != sums.get(META_FILENAME):
-                    problems.append(f"variable {name!r}: meta file {meta!r} does not match "
-                                    f"its checksum in {sums_path!r} (the file is corrupt)")
-                    continue
-                spec = parse_meta(meta_bytes.decode("utf-8"))
-            except (CheckpointError, OSError, UnicodeDecodeError) as e:
-                problems.append(f"variable {name!r}: bad meta file {meta!r}: {e}")
-                continue
-        elif sums is not None and META_FILENAME in sums:
-            problems.append(f"variable {name!r}: meta file {meta!r} is missing (its "
-                            f"checksum file lists one)")
-            continue
-        want = exp.get(name)
-        if spec is not None and want is not None:
-            if spec[0] != want[0]:
-                problems.append(
-                    f"variable {name!r}: meta file {meta!r} says shape {spec[0]}, "
-                    f"expected {want[0]}"
-                )
-                continue
-            if spec[1] != want[1]:
-                problems.append(
-                    f"variable {name!r}: meta file {meta!r} says data type {spec[1]}, "
-                    f"expected {want[1]}"
-                )
-                continue
-        spec = spec or want
-        if spec is None:
-            problems.append(
-                f"variable {name!r}: no meta file {meta!r} and no expected shape/dtype "
-                "(older OneFlow checkpoints have no meta; pass expected=...)"
-            )
-            continue
-        shape, dtype = spec
-        nbytes = math.prod(shape) * dtype.itemsize
-        actual = os.path.getsize(out)
-        if actual != nbytes:
-            problems.append(
-                f"variable {name!r}: data file {out!r} has {actual} bytes, expected {nbytes} "
-                f"(shape {shape}, {dtype})" + (" -- truncated" if actual < nbytes else "")
-            )
-            continue
-        plans.append((name, out, shape, dtype, nbytes, sums))
 
-    if problems:
-        raise CheckpointError(f"invalid checkpoint {root!r}: " + "; ".join(problems))
+def _plan_variable(root: str, name, want, strict: bool) -> _Plan | None:
+    """Variable ``name`` checked before anything is read: its name, its files, its
+    checksums' and meta's agreement with them and with ``want`` (its expected shape and
+    dtype, or None), and its data file's size. None where it is absent and ``strict`` is
+    off; raises :class:`_Problem` naming what is wrong."""
+    try:
+        _check_name(name)
+    except CheckpointError as e:
+        raise _Problem(str(e)) from None
+    vdir = os.path.join(root, name)
+    out = os.path.join(vdir, DATA_FILENAME)
+    if not _files_present(name, vdir, out, strict):
+        return None
+    sums_path = os.path.join(vdir, SUM_FILENAME)
+    sums = _read_sums(name, sums_path)
+    meta = os.path.join(vdir, META_FILENAME)
+    shape, dtype = _agreed_spec(name, meta, _read_meta(name, meta, sums, sums_path), want)
+    nbytes = _data_size(name, out, shape, dtype)
+    return _Plan(name, out, shape, dtype, nbytes, sums)
 
-    result: dict[str, np.ndarray] = {}
-    for name, out, shape, dtype, nbytes, sums in plans:
-        arr = np.empty(shape, dtype=dtype.newbyteorder("<"))
-        view = memoryview(arr.reshape(-1).view(np.uint8))
-        got = 0
-        try:
-            with open(out, "rb") as f:
-                while got < nbytes:
-                    n = f.readinto(view[got:])
-                    if not n:
-                        break
-                    got += n
-                extra = f.read(1)
-        except OSError as e:
-            raise CheckpointError(f"variable {name!r}: cannot read {out!r}: {e}") from e
-        if got != nbytes or extra:
-            raise CheckpointError(
-                f"variable {name!r}: data file {out!r} changed while reading "
-                f"(expected {nbytes} bytes)"
+
+def _files_present(name: str, vdir: str, out: str, strict: bool) -> bool:
+    """Whether the variable's folder and data file exist (a missing one is a problem
+    only when ``strict``)."""
+    if not os.path.isdir(vdir):
+        if strict:
+            raise _Problem(f"variable {name!r}: not found (no folder {vdir!r})")
+        return False
+    if not os.path.isfile(out):
+        if strict:
+            raise _Problem(f"variable {name!r}: data file {out!r} is missing")
+        return False
+    return True
+
+
+def _read_sums(name: str, sums_path: str) -> dict | None:
+    """The digests of the variable's ``sha256sum`` file (None: it has none)."""
+    if not os.path.isfile(sums_path):
+        return None
+    try:
+        with open(sums_path, encoding="ascii") as f:
+            return parse_sums(f.read(4096))
+    except (CheckpointError, OSError, UnicodeDecodeError) as e:
+        raise _Problem(f"variable {name!r}: bad checksum file {sums_path!r}: {e}") from None
+
+
+def _read_meta(name: str, meta: str, sums, sums_path: str):
+    """(shape, dtype) from the variable's ``meta`` file, checked against its checksum;
+    None where it has none (OneFlow v0.2), unless its checksum file lists one."""
+    if not os.path.isfile(meta):
+        if sums is not None and META_FILENAME in sums:
+            raise _Problem(f"variable {name!r}: meta file {meta!r} is missing (its "
+                           f"checksum file lists one)")
+        return None
+    try:
+        with open(meta, "rb") as f:
+            meta_bytes = f.read(1 << 16)
+        if sums is not None and _sha256(meta_bytes) != sums.get(META_FILENAME):
+            raise _Problem(f"variable {name!r}: meta file {meta!r} does not match "
+                           f"its checksum in {sums_path!r} (the file is corrupt)")
+        return parse_meta(meta_bytes.decode("utf-8"))
+    except (CheckpointError, OSError, UnicodeDecodeError) as e:
+        raise _Problem(f"variable {name!r}: bad meta file {meta!r}: {e}") from None
+
+
+def _agreed_spec(name: str, meta: str, spec, want) -> tuple[tuple[int, ...], np.dtype]:
+    """The variable's (shape, dtype): its meta's and the expected one, which must agree
+    where both are known; at least one must be."""
+    if spec is not None and want is not None:
+        if spec[0] != want[0]:
+            raise _Problem(
+                f"variable {name!r}: meta file {meta!r} says shape {spec[0]}, "
+                f"expected {want[0]}"
             )
-        if sums is not None and _sha256(arr) != sums[DATA_FILENAME]:
-            problems.append(f"variable {name!r}: data file {out!r} does not match its "
-                            f"checksum in {os.path.join(os.path.dirname(out), SUM_FILENAME)!r}"
-                            " (the file is corrupt)")
-            continue
-        result[name] = arr.astype(dtype, copy=False)  # no-op on little-endian hosts
-    if problems:
-        raise CheckpointError(f"invalid checkpoint {root!r}: " + "; ".join(problems))
-    return result
+        if spec[1] != want[1]:
+            raise _Problem(
+                f"variable {name!r}: meta file {meta!r} says data type {spec[1]}, "
+                f"expected {want[1]}"
+            )
+    spec = spec or want
+    if spec is None:
+        raise _Problem(
+            f"variable {name!r}: no meta file {meta!r} and no expected shape/dtype "
+            "(older OneFlow checkpoints have no meta; pass expected=...)"
+        )
+    return spec
+
+
+def _data_size(name: str, out: str, shape, dtype) -> int:
+    """The bytes ``shape`` and ``dtype`` take, which the data file must hold exactly."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    actual = os.path.getsize(out)
+    if actual != nbytes:
+        raise _Problem(
+            f"variable {name!r}: data file {out!r} has {actual} bytes, expected {nbytes} "
+            f"(shape {shape}, {dtype})" + (" -- truncated" if actual < nbytes else "")
+        )
+    return nbytes
+
+
+def _read_data(plan: _Plan) -> np.ndarray:
+    """The variable's data file in a fresh little-endian array; CheckpointError if it
+    cannot be read or no longer holds the bytes checked."""
+    arr = np.empty(plan.shape, dtype=plan.dtype.newbyteorder("<"))
+    view = memoryview(arr.reshape(-1).view(np.uint8))
+    got = 0
+    try:
+        with open(plan.out, "rb") as f:
+            while got < plan.nbytes:
+                n = f.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            extra = f.read(1)
+    except OSError as e:
+        raise CheckpointError(f"variable {plan.name!r}: cannot read {plan.out!r}: {e}") from e
+    if got != plan.nbytes or extra:
+        raise CheckpointError(
+            f"variable {plan.name!r}: data file {plan.out!r} changed while reading "
+            f"(expected {plan.nbytes} bytes)"
+        )
+    return arr
 
 
 def variable_names(path) -> list[str]:

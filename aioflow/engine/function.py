@@ -44,6 +44,7 @@ from ..ir import Graph, tracing
 from ..runtime.calls import call_job
 from ..runtime import malloc
 from ..backends.device import InFlight, submit_step
+from ..backends.graph_capture import CapturedStep
 from ..runtime.results import foreign_async_library, running_loop
 from .signature import (bind_arguments, flatten_result, read_parameters, read_return,
                         rebuild_result)
@@ -204,7 +205,13 @@ AWAY_STEPS = 20   # fits_inline: a caller gone this many steps' time runs its ne
 
 class CompiledJob:
     """A job traced in one session and compiled for one backend: its graph, its plan,
-    and what a step needs to run the plan there."""
+    and what a step needs to run the plan there.
+
+    Built once, under the session's lock (``JobFunction.compiled_for``), then read by
+    every thread a step passes through. What changes afterwards is the state a step
+    updates, each field with its owner noted where it is set: the variables' placement
+    (``_placement_version``) and the timing hints that choose where the next step runs
+    (``_start_timing``)."""
 
     def __init__(self, job: JobFunction, session, dynamic_shapes: tuple | None = None):
         self.job = job
@@ -212,35 +219,62 @@ class CompiledJob:
         # the actual shapes of the dynamic arguments this variant was traced for (None:
         # as declared)
         self.dynamic_shapes = dynamic_shapes
-        graph = Graph(job.__name__)
-        graph.session = session
-        graph.job_type = job.job_type
-        graph.config = job.config
-        graph.job_function = job   # flow.current_global_function_desc().job_func
+        graph = self._new_graph()
         try:
             self._trace(graph)
-            self.backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
-            tensor_buffer.check_backend(graph, self.backend)   # a reader's host values
-            malloc.tune()   # a no-op after the first time, or when turned off
-            self.plan = compile_graph(graph, _compile_options(job.config), self.backend)
-            if distributed.is_distributed():
-                distributed.checks.check_job(graph)   # the same on every rank, or an error
-                self.plan.communicates = True
+            self.backend = _backend_for(graph)
+            self.plan = self._compile(graph)
         except BaseException:
             session.forget_variables(graph.new_variables)
             raise
         self.graph = graph
+        self._read_graph(graph)
+        self.context = session.context_for(self.backend)
+        # The session's placement_version when a step last checked that this job's
+        # variables live on its backend: read and written under the session's lock
+        # (submit_locked).
+        self._placement_version = -1
+        self._choose_step_paths()
+        self._start_timing()
+        # function_config.pipeline_depth: this job's calls are admitted only while fewer
+        # steps are in flight (None: the session's depth alone).
+        self.depth_limit = job.config.pipeline_depth()
+        session.initialize_missing(self.backend)
+
+    def _new_graph(self) -> Graph:
+        """An empty graph for the job to be traced into."""
+        job = self.job
+        graph = Graph(job.__name__)
+        graph.session = self.session
+        graph.job_type = job.job_type
+        graph.config = job.config
+        graph.job_function = job   # flow.current_global_function_desc().job_func
+        return graph
+
+    def _compile(self, graph: Graph):
+        """The traced graph compiled into a plan for the job's backend."""
+        malloc.tune()   # a no-op after the first time, or when turned off
+        plan = compile_graph(graph, _compile_options(self.job.config), self.backend)
+        if distributed.is_distributed():
+            distributed.checks.check_job(graph)   # the same on every rank, or an error
+            plan.communicates = True
+        return plan
+
+    def _read_graph(self, graph: Graph) -> None:
+        """What each call and step needs from the graph, read once."""
         # Handlers of flow.watch then flow.watch_diff, matching the outputs after the
         # job's own (runtime/results.py ``deliver_result`` hands them their values).
         self.watch_handlers = ([h for kind, _, h in graph.watches if kind == "value"]
                                + [h for kind, _, h in graph.watches if kind == "diff"])
         # flow.data readers: hidden placeholders filled by loaders at each call (runtime/calls.py)
         self.feeds = job_feeds.for_graph(graph)
-        self.context = session.context_for(self.backend)
         self.variable_names = tuple(graph.variable_blobs)
-        self._placement_version = -1
         self.label_checks = _label_checks(graph)
         self.dense_list_checks = _dense_list_checks(graph)
+
+    def _choose_step_paths(self) -> None:
+        """Which ways a step of this job may take besides the compute thread: the caller's
+        event loop, and a captured device graph."""
         # Awaited steps may run on the caller's event loop (runtime/calls.py): only where
         # the device completes its work at once (the CPU) and no kernel fans out to the
         # worker threads; at once if the plan is tiny, else once its steps proved short.
@@ -253,11 +287,18 @@ class CompiledJob:
         self.captured = None
         capturer = self.backend.graph_capturer()
         if capturer is not None and settings.get("cuda_graphs"):
-            from ..backends.graph_capture import CapturedStep
-            self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
+            self.captured = CapturedStep(self.plan, self.context, capturer, self.job.__name__)
+
+    def _start_timing(self) -> None:
+        """The measured times that choose where the next step runs (fits_on_loop,
+        fits_inline, delivers_here). Each has one writer, named below; its readers are
+        callers choosing a path, without a lock: each is a hint read as one value, and a
+        value one step out of date sends at most one step the slower way."""
         # The median of the last RECENT_STEPS measured steps, not a mean: one of a noisy
         # host's spikes (a 10 ms step among 3.6 ms ones) would push a mean over the
         # budgets below for several steps, and send them the slower way meanwhile.
+        # Both written under the session's lock by the thread that ran a step on the
+        # host (submit_locked: the compute thread, or a caller running it inline).
         self.step_seconds: float | None = None
         self._recent_steps: collections.deque = collections.deque(maxlen=RECENT_STEPS)
         # The time a plain-code caller of the Callback (or old-API) form spent on its own
@@ -265,16 +306,19 @@ class CompiledJob:
         # overlap (fits_inline). From a call's return to the next call, less the time spent
         # waiting in .get() for a step. The latest gap, not an average: a loop that
         # starts or stops loading between calls is followed at once.
+        # These three are the calling thread's (JobFunction.__call__, call_job and
+        # LegacyResult.get note them there). One job called from plain code in several
+        # threads at once mixes their gaps: still a hint, each write one value.
         self.caller_seconds: float | None = None
-        # Running average of this job's plain-code callbacks (with the watch handlers and
-        # the result's conversion): short ones run in the caller's thread (delivers_here).
-        self.callback_seconds: float | None = None
         self._returned_at: float | None = None
         self._waited = 0.0
-        # function_config.pipeline_depth: this job's calls are admitted only while fewer
-        # steps are in flight (None: the session's depth alone).
-        self.depth_limit = job.config.pipeline_depth()
-        session.initialize_missing(self.backend)
+        # Running average of this job's plain-code callbacks (with the watch handlers and
+        # the result's conversion): short ones run in the caller's thread (delivers_here).
+        # Written after each callback of the job (note_callback_time), where it ran: the
+        # delivery thread or a caller's thread (deliver_here), both holding the pipeline's
+        # _delivering lock, or for async code the caller's loop, without it; an update
+        # lost to a loop's callback racing a plain one drops one sample of the average.
+        self.callback_seconds: float | None = None
 
     def _trace(self, graph: Graph) -> None:
         job = self.job
@@ -426,25 +470,32 @@ class CompiledJob:
     def submit(self, arrays) -> InFlight:
         """Start one step through the backend's device and return without waiting for it
         (``in_flight.result()`` waits): on a device, the compute thread goes on to the
-        next step while this one runs. On the CPU the step is done on return."""
-        session = self.session
-        with session.lock:
-            if self._placement_version != session.placement_version:
-                session.move_variables(self.variable_names, self.backend)
-                self._placement_version = session.placement_version
-            start = time.perf_counter()
-            step = self.captured or functools.partial(self.plan.run, self.context)
-            in_flight = submit_step(self.backend.device, step, arrays)
-            if in_flight.done():   # a step's time is known where the device is the host
-                self._note_step_time(time.perf_counter() - start)
-            return in_flight
+        next step while this one runs. On the CPU the step is done on return. Takes the
+        session's lock: a step runs under it."""
+        with self.session.lock:
+            return self.submit_locked(arrays)
 
-    def run(self, arrays) -> list:
-        """Execute one step and wait for it in this thread (an inline blocking caller, or
-        an awaiting loop for a step known to be short); returns the host outputs."""
-        return self.submit(arrays).result()
+    def submit_locked(self, arrays) -> InFlight:
+        """:meth:`submit`, for a caller holding the session's lock already."""
+        session = self.session
+        if self._placement_version != session.placement_version:
+            session.move_variables(self.variable_names, self.backend)
+            self._placement_version = session.placement_version
+        start = time.perf_counter()
+        step = self.captured or functools.partial(self.plan.run, self.context)
+        in_flight = submit_step(self.backend.device, step, arrays)
+        if in_flight.done():   # a step's time is known where the device is the host
+            self._note_step_time(time.perf_counter() - start)
+        return in_flight
+
+    def run_locked(self, arrays) -> list:
+        """Execute one step and wait for it in this thread, which holds the session's
+        lock (``Pipeline.run_inline``: an inline blocking caller, or an awaiting loop for
+        a step known to be short); returns the host outputs."""
+        return self.submit_locked(arrays).result()
 
     def _note_step_time(self, seconds: float) -> None:
+        """(The session's lock held.)"""
         recent = self._recent_steps
         recent.append(seconds)
         self.step_seconds = sorted(recent)[len(recent) // 2]
@@ -461,6 +512,14 @@ def _compile_options(function_config=None) -> dict:
                                   and function_config.setting("enable_reused_mem"))
         options["fuse_model_update"] = function_config.setting("enable_fuse_model_update_ops")
     return options
+
+
+def _backend_for(graph: Graph):
+    """The backend the devices of the traced graph's ops ask for, checked against the
+    graph's host-side values (a reader's)."""
+    backend = backends.for_job({n.device for n in graph.nodes} or {"default"})
+    tensor_buffer.check_backend(graph, backend)   # a reader's host values
+    return backend
 
 
 def _label_checks(graph: Graph) -> list[tuple[int, int, str]]:

@@ -16,7 +16,7 @@ from .._core import settings
 from .._core import dtypes
 from .._core.warn import warn_once as warn_once  # re-exported: tests reset it here
 from .._core import seeds
-from ..runtime.pipeline import Pipeline
+from ..runtime.pipeline import Pipeline, SessionLock
 from ..runtime.results import blocking_entry
 from .variables import VariableRecord
 from ..distributed import is_distributed
@@ -59,7 +59,7 @@ class Session:
         # id(JobFunction) -> CompiledJob; (id, actual shapes) -> a dynamic-input variant
         self.compiled: dict = {}
         self.rng = seeds.session_generator()
-        self.lock = threading.RLock()
+        self.lock = SessionLock()   # steps run under it (runtime/pipeline.py)
         # One execution context per backend the session's jobs run on (backends/).
         self._contexts: dict[str, ExecContext] = {}
         # Bumped whenever a variable moves between backends: a compiled job re-checks

@@ -27,6 +27,25 @@ Invariants:
   callback whose step already ran in the registering thread, with no earlier callback
   pending, runs right there (``deliver_here``), as ``Future.add_done_callback`` does for a
   finished future.
+
+Threads, and what each owns (every field shared between threads below says in a comment
+which thread owns it or which lock guards it, as trio's ``_core`` does):
+
+* callers: any thread that calls a job (for async code, the thread of its event loop).
+  A caller admits its step, numbers it (``new_step``) and queues it, or runs it itself
+  when the pipeline is idle (``run_inline``, ``run_step_inline``); it owns a step until
+  the step is queued.
+* ``aioflow-compute``: submits queued steps one at a time; owns ``_completion_thread`` and
+  ``_handed_over``, and a step from the queue until it completes it or hands it on.
+* ``aioflow-completion``: waits for handed-on steps in order and completes them; owns
+  ``_handed_back``.
+* ``aioflow-delivery``: runs plain code's callbacks in order, one at a time (a callback
+  run in a caller's thread, ``deliver_here``, holds the same ``_delivering`` lock).
+
+Locks, outermost first where one is taken inside another: ``_delivering`` (around a
+callback), the session's lock (:class:`SessionLock`; a step runs under it), ``_idle``,
+then ``_steps_finished`` or ``_delivered``. ``Admission._lock`` and ``_seq_lock`` are
+innermost: nothing is taken inside them (but the future of a waiter granted a place).
 """
 from __future__ import annotations
 
@@ -50,6 +69,7 @@ log = logging.getLogger("aioflow")
 DEFAULT_DEPTH = 2
 _STOP = object()
 _local = threading.local()
+_get_ident = threading.get_ident
 
 
 def on_runtime_thread() -> str | None:
@@ -58,14 +78,24 @@ def on_runtime_thread() -> str | None:
 
 
 class Step:
+    """One call's step. Owned by one thread at a time, handed on through a queue or the
+    future (each hand-off orders the writes before it): the caller until it queues the
+    step, then the compute thread, then the completion thread if it got it; after the
+    future is set, only the one delivery of its callback touches ``held``."""
+
     __slots__ = ("compiled", "arrays", "future", "seq", "slot", "held", "ran_in")
+    # compiled, seq, future: set at creation, never reassigned (the future is thread-safe)
     # seq: the step's number in its session (1, 2, ...), named in the errors of failed steps
+    # arrays: the step's inputs; the thread owning the step drops them once it ran
     # slot: the CallbackSlot of a Callback call from plain code, whose step keeps its
     #   place in the pipeline until its callback ran (``held``), so a loop of such calls
     #   has at most ``depth`` callbacks outstanding when it ends, and a slow callback
-    #   slows the producer instead of queueing deliveries without bound.
-    # ran_in: the thread that ran the step in run_step_inline (else None): its callback
-    #   may be delivered there (deliver_here).
+    #   slows the producer instead of queueing deliveries without bound. Set by the
+    #   caller before the step is queued.
+    # held: set by the thread that completes the step, before it sets the future; read
+    #   and cleared by the step's one delivery (release_held), after the future is set.
+    # ran_in: the thread that ran the step in run_step_inline (else None), set and read by
+    #   that thread only: its callback may be delivered there (deliver_here).
 
     def __init__(self, compiled, arrays, seq: int):
         self.compiled = compiled
@@ -84,16 +114,25 @@ class Admission:
     places are taken (a job with its own, smaller, pipeline depth)."""
 
     def __init__(self, depth: int):
+        # Guards every field below; any thread takes it (callers, the pipeline's threads).
+        self._lock = threading.Lock()
+        # The session's pipeline depth: written under _lock (set_depth); places() reads
+        # it without, see there.
         self.depth = depth
+        # Places taken: admitted steps not completed, plus held ones (under _lock).
         self.in_use = 0
         # Places kept by finished steps until their callbacks ran (Pipeline._complete):
-        # no step is admitted and unfinished when in_use == held.
+        # no step is admitted and unfinished when in_use == held (under _lock).
         self.held = 0
-        self._lock = threading.Lock()
+        # Acquisitions waiting for a place, first come first served (under _lock).
         self._waiters: collections.deque[tuple[Future, int | None]] = collections.deque()
 
     def places(self, limit: int | None) -> int:
-        """How many places an acquisition with ``limit`` may find taken, its own excluded."""
+        """How many places an acquisition with ``limit`` may find taken, its own excluded.
+
+        Reads ``depth`` without the lock, on purpose: it is a setting, one int read at
+        once, and a caller racing ``set_depth`` gets the old or the new depth, as it
+        would calling just before or after it (run_step_inline's bound on callbacks)."""
         return self.depth if limit is None else min(self.depth, limit)
 
     def _room(self, limit: int | None) -> bool:
@@ -144,7 +183,7 @@ class Admission:
         try:
             waiter.result()
         except BaseException:  # e.g. Ctrl-C while waiting: give up the place in line
-            self._abandon(waiter)
+            self.abandon(waiter)
             raise
 
     async def acquire_async(self, limit: int | None = None) -> None:
@@ -163,10 +202,12 @@ class Admission:
         try:
             await asyncio.wrap_future(waiter)
         except asyncio.CancelledError:
-            self._abandon(waiter)
+            self.abandon(waiter)
             raise
 
-    def _abandon(self, waiter: Future) -> None:
+    def abandon(self, waiter: Future) -> None:
+        """Leave the line (a waiter from ``try_or_enqueue`` whose caller gave up), or give
+        back the place it was granted meanwhile."""
         with self._lock:
             for entry in self._waiters:
                 if entry[0] is waiter:
@@ -194,30 +235,94 @@ class Admission:
                 waiter.set_result(None)
 
 
+class SessionLock:
+    """The session's lock, re-entrant, which knows the thread holding it.
+
+    A step runs under it (``CompiledJob.submit``), and so does any other change to the
+    session's jobs and variables (compiling a job, checkpoints, initialisation).
+    ``held_here()`` is what :meth:`Pipeline.run_inline` asks before running an awaited
+    step on the caller's loop: whether the calling thread holds it already (a task may
+    hold it across an await). ``threading.RLock`` answers that only privately."""
+
+    __slots__ = ("_lock", "_owner", "_depth")
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        # The holding thread's id (None: not held) and how many times it acquired the
+        # lock: written only by that thread, after acquiring _lock and before releasing
+        # it. held_here() reads _owner without the lock, see there.
+        self._owner: int | None = None
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        self._depth += 1
+        self._owner = _get_ident()
+        return True
+
+    def release(self, *_exc_info) -> None:
+        if self._owner != _get_ident():
+            raise RuntimeError("cannot release un-acquired lock")
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+        self._lock.release()
+
+    # ``with``: the methods themselves, no wrapper calling them (a call more would cost
+    # every step on the compute thread about what the RLock itself does)
+    __enter__ = acquire
+    __exit__ = release
+
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock. Exact without taking it: only the
+        holder writes ``_owner``, so it is this thread's id exactly while this thread
+        holds the lock, and never this thread's id otherwise."""
+        return self._owner == _get_ident()
+
+
 class Pipeline:
     """One per session: a compute thread and a delivery thread, started lazily."""
 
     def __init__(self, session, depth: int = DEFAULT_DEPTH):
+        # Set here, never reassigned: session, admission (its own lock guards it) and the
+        # three queues (thread-safe; each has one consumer, the thread named after it).
         self.session = session
         self.admission = Admission(depth)
         self._compute_queue: queue.SimpleQueue = queue.SimpleQueue()
         self._completion_queue: queue.SimpleQueue = queue.SimpleQueue()
         self._delivery_queue: queue.SimpleQueue = queue.SimpleQueue()
-        # Steps handed to the completion thread and not completed yet. Written by the
-        # compute thread (+1) and the completion thread (-1, after completing).
-        self._on_device = 0
-        self._on_device_lock = threading.Lock()
+
+        # Steps handed to the completion thread: each count has one writer, so no lock.
+        # Written by the compute thread only:
+        self._handed_over = 0
+        # Written by the completion thread only, after it completed the step:
+        self._handed_back = 0
+        # The compute thread reads both (_compute_loop): fewer handed back than over
+        # means a step is still ahead on the completion thread.
+        # Owned by the compute thread (started there, before the first hand-over):
         self._completion_thread: threading.Thread | None = None
+
+        # The last step number given (new_step; any caller thread), under _seq_lock.
         self._seq = 0
         self._seq_lock = threading.Lock()
-        self._pending = 0  # steps + deliveries not yet finished
-        self._idle = threading.Condition(threading.RLock())  # re-entered by _reroute
+
+        # _idle guards _pending (steps and deliveries not yet finished; wait_idle waits
+        # for 0), _threads (the compute and delivery threads, started at the first step
+        # or delivery) and _closed (set by close(); no step is queued after it). An RLock:
+        # wait_idle holds it while re-routing deliveries, which count themselves in.
+        self._idle = threading.Condition(threading.RLock())
+        self._pending = 0
         self._threads: list[threading.Thread] = []
         self._closed = False
-        self._admitting: set = set()  # tasks waiting for admission (keep them referenced)
+
+        # Tasks waiting for admission, kept referenced (admit_and_enqueue_soon). Used by
+        # callers' event loop threads only; with loops in several threads, set.add and
+        # discard are atomic, and the emptiness check orders the calls of one loop.
+        self._admitting: set = set()
         # Steps enqueued and not finished, and thunks queued for the delivery thread and
         # not run: what a Callback step run in the calling thread waits for
-        # (run_step_inline).
+        # (run_step_inline). Each under its condition's lock.
         self._unfinished = 0
         self._steps_finished = threading.Condition(threading.Lock())
         self._undelivered = 0
@@ -225,10 +330,16 @@ class Pipeline:
         # Held while a callback runs, on the delivery thread or in a caller's thread
         # (deliver_here): callbacks of plain code never run two at a time.
         self._delivering = threading.Lock()
-        self._on_loops: dict = {}  # deliveries scheduled on callers' event loops
+        # Deliveries scheduled on callers' event loops: key -> (loop, thunk). No lock:
+        # filled by whichever thread hands a callback to a loop (deliver_on_loop), emptied
+        # by that loop running it or by wait_idle re-routing it; each entry is taken by
+        # one atomic dict.pop, and the thread that took it runs or re-routes it (once).
+        self._on_loops: dict = {}
 
     # -- lifecycle -----------------------------------------------------------------------
     def _start(self) -> None:
+        """Start the compute and delivery threads, once (``_idle`` held: two first calls
+        in two threads must not start two of each)."""
         if self._threads:
             return
         for role, target in (("compute", self._compute_loop), ("delivery", self._deliver_loop)):
@@ -240,10 +351,11 @@ class Pipeline:
     def close(self, timeout: float | None = None) -> bool:
         """Drain, then stop the threads. Returns False if draining timed out."""
         drained = self.wait_idle(timeout)
-        self._closed = True
-        if self._threads:
-            self._compute_queue.put(_STOP)
-            self._delivery_queue.put(_STOP)
+        with self._idle:   # a step enqueued from now on is refused, none queued after _STOP
+            self._closed = True
+            if self._threads:
+                self._compute_queue.put(_STOP)
+                self._delivery_queue.put(_STOP)
         return drained
 
     def _start_completion(self) -> None:
@@ -272,14 +384,20 @@ class Pipeline:
 
     def enqueue(self, step: Step) -> None:
         """Queue an admitted step for compute (the caller acquired admission)."""
-        if self._closed:
+        with self._idle:
+            # Checked and queued under the lock close() marks the pipeline closed under:
+            # a step queued behind the compute thread's _STOP would never run, and its
+            # caller would wait for it forever.
+            closed = self._closed
+            if not closed:
+                self._start()
+                self._pending += 1
+                with self._steps_finished:
+                    self._unfinished += 1
+                self._compute_queue.put(step)
+        if closed:
             self.admission.release()
             raise RuntimeError("the aioflow runtime is shut down (interpreter exit)")
-        self._start()
-        self._begin()
-        with self._steps_finished:
-            self._unfinished += 1
-        self._compute_queue.put(step)
 
     def _step_finished(self) -> None:
         with self._steps_finished:
@@ -300,12 +418,16 @@ class Pipeline:
         (runtime/calls.py), which holds back whatever Python SIGINT handler is installed
         (asyncio's own, under ``asyncio.run``) and calls it once the step is done.
         """
+        # _closed read without _idle, on purpose: a step run here needs none of the
+        # runtime's threads, so one that starts as close() marks the pipeline closed is
+        # like one run just before.
         if self._closed or not (on_loop or _may_run_inline()):
             return NOT_RUN
         lock = self.session.lock
-        if on_loop and lock._is_owned():
-            # This thread holds the session (the lock is re-entrant): a step here would
-            # run inside whatever holds it; queued, it waits for the holder instead.
+        if on_loop and lock.held_here():
+            # This thread holds the session (the lock is re-entrant; a task holds it across
+            # an await): a step here would run inside whatever holds it; queued, it waits
+            # for the holder instead.
             return NOT_RUN
         if not lock.acquire(blocking=False):
             return NOT_RUN
@@ -317,7 +439,7 @@ class Pipeline:
             self._begin()
             try:
                 with _interrupts_held(any_handler=on_loop):
-                    return compiled.run(arrays)
+                    return compiled.run_locked(arrays)
             finally:
                 self.admission.release()
                 self._end()
@@ -378,8 +500,9 @@ class Pipeline:
 
     def deliver_on_thread(self, thunk) -> None:
         """Run ``thunk()`` on the delivery thread, after earlier deliveries."""
-        self._start()
-        self._begin()
+        with self._idle:
+            self._start()
+            self._pending += 1
         with self._delivered:
             self._undelivered += 1
         self._delivery_queue.put(thunk)
@@ -467,11 +590,14 @@ class Pipeline:
                 in_flight = step.compiled.submit(step.arrays)
             except BaseException as exc:  # goes to whoever holds the future
                 error = exc
-            if not self._on_device and (in_flight is None or in_flight.done()):
+            # _handed_back is the completion thread's, read here without a lock: it only
+            # grows, so a stale read can only see a step still ahead (the step is then
+            # handed on too, which keeps the order), never miss one.
+            if (self._handed_back == self._handed_over
+                    and (in_flight is None or in_flight.done())):
                 self._complete(step, in_flight, error)   # nothing ahead of it in flight
             else:
-                with self._on_device_lock:
-                    self._on_device += 1
+                self._handed_over += 1
                 self._start_completion()
                 self._completion_queue.put((step, in_flight, error))
 
@@ -482,8 +608,7 @@ class Pipeline:
             if item is _STOP:
                 return
             self._complete(*item)     # waits for the step's events (GIL released)
-            with self._on_device_lock:
-                self._on_device -= 1
+            self._handed_back += 1
 
     def _complete(self, step: Step, in_flight, error) -> None:
         """Wait for a submitted step, then set its future, in submission order."""

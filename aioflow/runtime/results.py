@@ -132,11 +132,20 @@ class CallbackSlot:
     __slots__ = ("_lock", "_deliver", "_registered", "_callback", "_done", "taken")
 
     def __init__(self, deliver):
+        self._deliver = deliver   # set here, never reassigned
+        # _lock guards _registered, _callback and _done: the caller's thread registers,
+        # the thread that completes the step (compute, completion, or the caller running
+        # it inline) calls step_done, and whichever comes second delivers. ``registered``
+        # and ``has_callback`` read them without it: the registering thread reads its own
+        # writes; the completing thread (Pipeline._complete) reading has_callback before a
+        # registration lands only leaves that step's place unheld, as a callback
+        # registered after the step finished finds it.
         self._lock = threading.Lock()
-        self._deliver = deliver
         self._registered = False
         self._callback = None
         self._done = None
+        # Written by the caller's thread (.get() takes the result) before it registers
+        # None; read by the delivery, which the registration orders after it.
         self.taken = False
 
     def register(self, callback) -> None:

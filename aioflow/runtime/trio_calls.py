@@ -84,7 +84,7 @@ async def await_value(pipeline, compiled, arrays):
         try:
             await wait_future(waiter)
         except BaseException:   # cancelled in line: leave it (or hand the place back)
-            admission._abandon(waiter)
+            admission.abandon(waiter)
             raise
     step = pipeline.new_step(compiled, arrays)
     pipeline.enqueue(step)

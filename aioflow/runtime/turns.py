@@ -35,12 +35,15 @@ import weakref
 #: starts at ~10 per iteration (a few microseconds of loop overhead per iteration).
 BUDGET = 0.0005
 
+# Loops in several threads each add their own entry (one dict operation each); a share's
+# fields are touched only on its loop's thread.
 _shares: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopShare]" = (
     weakref.WeakKeyDictionary())
 
 
 class _LoopShare:
-    """One loop's account: time spent this iteration, and the calls waiting their turn."""
+    """One loop's account: time spent this iteration, and the calls waiting their turn.
+    Owned by that loop's thread (no lock)."""
 
     __slots__ = ("loop", "spent", "waiting", "granted", "cost", "reset_scheduled",
                  "__weakref__")
