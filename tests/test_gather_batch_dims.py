@@ -6,6 +6,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from ops import harness as H   # tests/ is on sys.path (tests/conftest.py)
+from ops.conftest import unfused_launches  # noqa: F401 - autouse: the op matrix's kernel checks read host values, so no CUDA graphs
 
 
 def _reference(params, indices):

@@ -242,6 +242,25 @@ def _inv_counts(g, dtype, count_include_pad):
     return inv.astype(dtype)
 
 
+# Device copies of the counts, by array module, device and geometry: made at a job's first
+# (eager) step, so that a step captured into a CUDA graph later copies nothing from the
+# host (a stream being captured refuses host-to-device copies).
+_DEVICE_INV_COUNTS: dict = {}
+
+
+def _inv_counts_on(xp, like, g, dtype, count_include_pad):
+    """:func:`_inv_counts` on ``like``'s device (a scalar stays a host scalar)."""
+    inv = _inv_counts(g, dtype, count_include_pad)
+    if isinstance(inv, np.generic) or xp is np:
+        return inv
+    key = (xp.__name__, str(getattr(like, "device", "")), g.H, g.W, g.kh, g.kw, g.sh, g.sw,
+           g.pt, g.pl, g.OH, g.OW, np.dtype(dtype).str, count_include_pad)
+    cached = _DEVICE_INV_COUNTS.get(key)
+    if cached is None:
+        cached = _DEVICE_INV_COUNTS[key] = xp.asarray(inv)
+    return cached
+
+
 def avg_pool2d_forward(x, ksize=(2, 2), strides=(2, 2), pads=((0, 0), (0, 0)), *,
                        count_include_pad=False):
     """Average pooling: y (N, C, OH, OW) in x's dtype; each window's sum is divided by its
@@ -249,9 +268,7 @@ def avg_pool2d_forward(x, ksize=(2, 2), strides=(2, 2), pads=((0, 0), (0, 0)), *
     xp = _array_module(x)
     g = _PoolGeom(x.shape, ksize, strides, pads, "avg_pool2d")
     dtype = x.dtype
-    inv = _inv_counts(g, dtype, count_include_pad)
-    if not isinstance(inv, np.generic):
-        inv = xp.asarray(inv)
+    inv = _inv_counts_on(xp, x, g, dtype, count_include_pad)
     y = xp.empty((g.N, g.C, g.OH, g.OW), dtype)
 
     def chunk(sl):
@@ -284,9 +301,7 @@ def avg_pool2d_backward(dy, x_shape, ksize=(2, 2), strides=(2, 2), pads=((0, 0),
         raise ValueError(f"avg_pool2d_backward: dy has shape {tuple(dy.shape)}, expected "
                          f"{(g.N, g.C, g.OH, g.OW)}")
     dtype = dy.dtype
-    inv = _inv_counts(g, dtype, count_include_pad)
-    if not isinstance(inv, np.generic):
-        inv = xp.asarray(inv)
+    inv = _inv_counts_on(xp, dy, g, dtype, count_include_pad)
     dx = xp.empty((g.N, g.C, g.H, g.W), dtype)
 
     def fill(sl, region):

@@ -44,9 +44,16 @@ def _rows(xp, indices, dims):
     which of them lie inside."""
     k = len(dims)
     idx = indices.reshape(-1, k).astype(np.int64)
-    valid = ((idx >= 0) & (idx < xp.asarray(dims, dtype=np.int64))).all(axis=1)
-    strides = np.cumprod((tuple(dims[1:]) + (1,))[::-1])[::-1].astype(np.int64)
-    return (idx * xp.asarray(strides)).sum(axis=1), valid
+    # Column by column with Python ints, not against arrays of the dims and strides: a
+    # device would copy those from the host at every step, which a CUDA graph's capture
+    # refuses.
+    strides = np.cumprod((tuple(dims[1:]) + (1,))[::-1])[::-1]
+    valid = xp.ones(idx.shape[0], dtype=bool)
+    linear = xp.zeros(idx.shape[0], dtype=np.int64)
+    for column, (dim, stride) in enumerate(zip(dims, strides)):
+        valid &= (idx[:, column] >= 0) & (idx[:, column] < int(dim))
+        linear += idx[:, column] * int(stride)
+    return linear, valid
 
 
 def _scatter_add(xp, base, indices, updates, *, zero_first=False):
