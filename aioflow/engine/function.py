@@ -44,6 +44,7 @@ from ..ir import Graph, tracing
 from ..runtime.calls import call_job
 from ..runtime import malloc
 from ..backends.device import InFlight, submit_step
+from ..backends.graph_capture import CapturedStep
 from ..runtime.results import foreign_async_library, running_loop
 from .signature import (bind_arguments, flatten_result, read_parameters, read_return,
                         rebuild_result)
@@ -253,7 +254,6 @@ class CompiledJob:
         self.captured = None
         capturer = self.backend.graph_capturer()
         if capturer is not None and settings.get("cuda_graphs"):
-            from ..backends.graph_capture import CapturedStep
             self.captured = CapturedStep(self.plan, self.context, capturer, job.__name__)
         # The median of the last RECENT_STEPS measured steps, not a mean: one of a noisy
         # host's spikes (a 10 ms step among 3.6 ms ones) would push a mean over the

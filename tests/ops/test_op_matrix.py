@@ -678,9 +678,16 @@ NOT_DIRECTLY_TESTED.update({
 })
 NOT_DIRECTLY_TESTED.update({
     op: "host image preprocessing on tensor buffers or uint8 batches, no gradient: "
-        "tests/data/test_ofrecord_image_pipeline.py checks them against numpy and Pillow"
+        "tests/data/test_ofrecord_image_pipeline.py and tests/test_image_ops.py check them "
+        "against numpy (and OpenCV where installed)"
     for op in ("crop_mirror_normalize", "image_resize_keep_aspect_ratio",
-               "image_resize_to_fixed")})
+               "image_resize_to_fixed", "image_decode", "image_flip", "image_normalize",
+               "image_batch_align")})
+NOT_DIRECTLY_TESTED.update({
+    op: "host box and polygon transforms on tensor buffers, no gradient: "
+        "tests/test_image_ops.py checks them against numpy"
+    for op in ("object_bbox_flip", "object_bbox_scale", "object_segmentation_polygon_flip",
+               "object_segmentation_polygon_scale", "object_segmentation_polygon_to_mask")})
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
