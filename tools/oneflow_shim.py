@@ -10,7 +10,8 @@ changes nothing on disk. At load it
 * puts back the numpy-1.x aliases those tests still use (``np.float``, ``np.int``, ...),
   removed in numpy 1.24, and ``np.reshape``'s ``newshape=`` keyword (removed in 2.x), and
   ``collections.Sized`` (Python < 3.10);
-* asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch).
+* asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch);
+* collects what unittest would (OneFlow's runner): the methods of ``TestCase`` classes.
 
 When ``ONEFLOW_SHIM_REPORT`` names a file, each test's outcome and, for a failure, the
 last line of its error are appended to it as JSON lines, for the runner to count.
@@ -92,6 +93,15 @@ def install() -> None:
 
 
 install()
+
+
+def pytest_collection_modifyitems(items):
+    """OneFlow ran these files with unittest, which runs the methods of TestCase classes
+    only: module-level helpers named ``test_*`` (test_combined_margin_loss.py's, taking
+    ``test_case`` and more) are not tests there, nor here."""
+    import unittest
+    items[:] = [item for item in items
+                if item.cls is not None and issubclass(item.cls, unittest.TestCase)]
 
 
 def pytest_runtest_logreport(report):
