@@ -13,6 +13,13 @@ such as ``np.float`` are put back, and the tests run on the CPU. Files that impo
 TensorFlow form a second suite; without TensorFlow installed they are reported as skipped
 (install ``tensorflow-cpu`` into the interpreter given by ``--python`` to run them).
 
+The image, detection and COCO reader tests read COCO 2017 at ``/dataset/mscoco_2017``;
+``--coco DIR`` names another copy, and where none is there the tool writes a small
+synthetic stand-in (``tools/synthetic_coco.py``: COCO's file names, sizes and annotation
+format, random content) and points the tests' copies at it. They also import OpenCV,
+Pillow, pycocotools (and scipy for two others): install ``opencv-python-headless pillow
+pycocotools scipy`` into the ``--python`` interpreter to run them.
+
 Prints one line per file, then one summary line per suite and the plain total
 ``N passed, N failed`` (skipped tests are counted separately). The exit code is 0
 whatever the counts: this is a measuring tool, not a gate.

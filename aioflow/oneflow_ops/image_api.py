@@ -6,13 +6,6 @@ ImageNet scripts' ``Resize`` and ``CropMirrorNormalize`` after
 dense uint8 ``(batch, H, W, C)`` Blob for ``Resize`` and ``CropMirrorNormalize``.
 Resizing, decoding and filling are OpenCV's functions, as in OneFlow's kernels
 (:mod:`aioflow.kernels.image`).
-
->>> import numpy as np, aioflow as flow, aioflow.typing as tp
->>> @flow.global_function(type="predict")
-... def prep(x: tp.Numpy.Placeholder((1, 4, 6, 3), dtype=flow.uint8)) -> tp.Numpy:
-...     return flow.image.CropMirrorNormalize(x, crop_h=2, crop_w=2, mean=[1.0], std=[2.0])
->>> prep(np.full((1, 4, 6, 3), 5, np.uint8)).shape
-(1, 3, 2, 2)
 """
 from __future__ import annotations
 

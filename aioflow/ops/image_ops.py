@@ -240,10 +240,42 @@ def _rows_of(ctx, value, what, arg, width):
                       and a.dtype.kind == "f")
 
 
-def _flip_codes(ctx, flip_code, code, batch, what):
-    if flip_code:
-        return _per_image(ctx, flip_code[0], batch, what, "flip_code", np.int64).reshape(-1)
-    return np.full(batch, code)
+def _flipped(ctx, values, image_size, flip_code, code, what, arg, width, flip) -> np.ndarray:
+    """Each image's rows (``(n, width)`` floats of ``values``) flipped by ``flip(out, rows,
+    w, h, c)`` for its size (w, h) and code (``flip_code``'s, else ``code``)."""
+    rows = _rows_of(ctx, values, what, arg, width)
+    sizes = _per_image(ctx, image_size, len(rows), what, "image_size", np.int64)
+    codes = (_per_image(ctx, flip_code[0], len(rows), what, "flip_code", np.int64).reshape(-1)
+             if flip_code else np.full(len(rows), code))
+    outs = []
+    for r, (w, h), c in zip(rows, sizes, codes):
+        out = r.copy()
+        flip(out, r, r.dtype.type(w), r.dtype.type(h), c)   # in the rows' dtype, as OneFlow
+        outs.append(out)
+    return object_array(outs)
+
+
+def _scaled(ctx, values, scale, what, arg, width) -> np.ndarray:
+    """Each image's rows, x columns by ``scale[i, 0]`` and y columns by ``scale[i, 1]``."""
+    rows = _rows_of(ctx, values, what, arg, width)
+    factors = _per_image(ctx, scale, len(rows), what, "scale", np.float32)
+    return object_array([r * np.tile(np.float32(f), width // 2).astype(r.dtype)
+                         for r, f in zip(rows, factors)])
+
+
+def _flip_boxes(out, b, w, h, c):
+    one = b.dtype.type(1)
+    if c & 0x01:
+        out[:, 0], out[:, 2] = w - b[:, 2] - one, w - b[:, 0] - one
+    if c & 0x10:
+        out[:, 1], out[:, 3] = h - b[:, 3] - one, h - b[:, 1] - one
+
+
+def _flip_points(out, p, w, h, c):
+    if c & 0x01:
+        out[:, 0] = w - p[:, 0]
+    if c & 0x10:
+        out[:, 1] = h - p[:, 1]
 
 
 @register("object_bbox_flip", infer=_same_buffer, differentiable=False,
@@ -251,30 +283,15 @@ def _flip_codes(ctx, flip_code, code, batch, what):
 def object_bbox_flip_op(ctx, bbox, image_size, *flip_code, code=0):
     """Each image's boxes ``(n, 4)`` (xmin, ymin, xmax, ymax): x -> width - 1 - x with
     xmin and xmax swapped for bit 0x01, the same along y for 0x10 (OneFlow's kernel)."""
-    what = "flow.detection.object_bbox_flip"
-    boxes = _rows_of(ctx, bbox, what, "bbox", 4)
-    sizes = _per_image(ctx, image_size, len(boxes), what, "image_size", np.int64)
-    outs = []
-    for b, (w, h), c in zip(boxes, sizes, _flip_codes(ctx, flip_code, code, len(boxes), what)):
-        out = b.copy()
-        one, w, h = b.dtype.type(1), b.dtype.type(w), b.dtype.type(h)
-        if c & 0x01:
-            out[:, 0], out[:, 2] = w - b[:, 2] - one, w - b[:, 0] - one
-        if c & 0x10:
-            out[:, 1], out[:, 3] = h - b[:, 3] - one, h - b[:, 1] - one
-        outs.append(out)
-    return object_array(outs)
+    return _flipped(ctx, bbox, image_size, flip_code, code, "flow.detection.object_bbox_flip",
+                    "bbox", 4, _flip_boxes)
 
 
 @register("object_bbox_scale", infer=_same_buffer, differentiable=False,
           backends=_HOST_BACKENDS, host_values=True)
 def object_bbox_scale_op(ctx, bbox, scale):
     """Each image's boxes, x by ``scale[i, 0]`` and y by ``scale[i, 1]``."""
-    what = "flow.detection.object_bbox_scale"
-    boxes = _rows_of(ctx, bbox, what, "bbox", 4)
-    factors = _per_image(ctx, scale, len(boxes), what, "scale", np.float32)
-    return object_array([b * np.array([sw, sh, sw, sh], np.float32).astype(b.dtype)
-                         for b, (sw, sh) in zip(boxes, factors)])
+    return _scaled(ctx, bbox, scale, "flow.detection.object_bbox_scale", "bbox", 4)
 
 
 @register("object_segmentation_polygon_flip", infer=_same_buffer, differentiable=False,
@@ -282,30 +299,16 @@ def object_bbox_scale_op(ctx, bbox, scale):
 def object_segmentation_polygon_flip_op(ctx, poly, image_size, *flip_code, code=0):
     """Each image's polygon points ``(n, 2)``: x -> width - x for bit 0x01, y -> height -
     y for 0x10 (OneFlow's kernel: no -1 here, unlike the boxes)."""
-    what = "flow.detection.object_segmentation_polygon_flip"
-    points = _rows_of(ctx, poly, what, "poly", 2)
-    sizes = _per_image(ctx, image_size, len(points), what, "image_size", np.int64)
-    outs = []
-    for p, (w, h), c in zip(points, sizes, _flip_codes(ctx, flip_code, code, len(points),
-                                                       what)):
-        out = p.copy()
-        if c & 0x01:
-            out[:, 0] = p.dtype.type(w) - p[:, 0]
-        if c & 0x10:
-            out[:, 1] = p.dtype.type(h) - p[:, 1]
-        outs.append(out)
-    return object_array(outs)
+    return _flipped(ctx, poly, image_size, flip_code, code,
+                    "flow.detection.object_segmentation_polygon_flip", "poly", 2, _flip_points)
 
 
 @register("object_segmentation_polygon_scale", infer=_same_buffer, differentiable=False,
           backends=_HOST_BACKENDS, host_values=True)
 def object_segmentation_polygon_scale_op(ctx, poly, scale):
     """Each image's polygon points, x by ``scale[i, 0]`` and y by ``scale[i, 1]``."""
-    what = "flow.detection.object_segmentation_polygon_scale"
-    points = _rows_of(ctx, poly, what, "poly", 2)
-    factors = _per_image(ctx, scale, len(points), what, "scale", np.float32)
-    return object_array([p * np.array([sw, sh], np.float32).astype(p.dtype)
-                         for p, (sw, sh) in zip(points, factors)])
+    return _scaled(ctx, poly, scale, "flow.detection.object_segmentation_polygon_scale",
+                   "poly", 2)
 
 
 @register("object_segmentation_polygon_to_mask", infer=_same_buffer, differentiable=False,
