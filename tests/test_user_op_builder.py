@@ -119,6 +119,9 @@ CASES.update({
     "multi_square_sum": (dict(x=[a, bm, b]), ["y"], {},
                          lambda i: np.array([sum(float(np.sum(x.astype(np.float64) ** 2))
                                                  for x in i["x"])])),
+    # OneFlow's cast-scale fusion: x cast to scalar's dtype, times scalar
+    "fused_cast_scale": (dict(x=[a.astype(np.float64)], scalar=[np.array([1.5], np.float32)]),
+                         ["y"], {}, lambda i: i["x"][0].astype(np.float32) * np.float32(1.5)),
 })
 # Op types with several outputs, or none: tested on their own below.
 SPECIAL = {"split_like", "dynamic_loss_scale_schedule"}
