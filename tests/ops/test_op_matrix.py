@@ -684,6 +684,10 @@ NOT_DIRECTLY_TESTED.update({
                "image_resize_to_fixed", "image_decode", "image_flip", "image_normalize",
                "image_batch_align")})
 NOT_DIRECTLY_TESTED.update({
+    "mt19937_uniform": "OneFlow's TestRandomSource stream: tests/test_user_op_builder.py "
+                       "checks it against numpy's MT19937 draws across steps",
+})
+NOT_DIRECTLY_TESTED.update({
     op: "host box and polygon transforms on tensor buffers, no gradient: "
         "tests/test_image_ops.py checks them against numpy"
     for op in ("object_bbox_flip", "object_bbox_scale", "object_segmentation_polygon_flip",
