@@ -265,7 +265,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("tensorrt.use_int8", _bool, True, why=_XRT),
     Setting("tensorrt.int8_calibration", _str, why=_XRT),
     Setting("allow_cpu_return_op", _bool, why="results always come back to the host"),
-    Setting("enable_ssp", _bool, True, False, why=_GRAPH),
+    Setting("enable_ssp", _bool, True, False),   # flow.experimental.scope.config reads it
     Setting("ssp_partition_strategy", _one_of("naive_sequantial", "disable"),
             initial="naive_sequantial", why=_GRAPH),
     Setting("static_mem_alloc_policy_white_list.add", _str, why=_MEMORY),

@@ -61,6 +61,9 @@ class Graph:
         # run once on whole arrays whatever it is; a data reader splits among them as
         # OneFlow's per-device reader instances did (flow.data.coco_reader).
         self.placement_devices = 1
+        # (variable name, Blob) -> the Blob a get_variable in this block returns: set by
+        # flow.experimental.scope.config under function_config.enable_ssp (stale reads)
+        self.variable_read_hook = None
         self.name_scope: list[str] = []
         self.variable_blobs: dict[str, Blob] = {}
         # get_variable's ``trainable`` as this job declared it: in OneFlow each job's

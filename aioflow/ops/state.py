@@ -267,3 +267,20 @@ def learning_rate_from_blob(ctx, rate):
     # the host here: one small device read per step on a GPU.
     value = rate if _on_host(rate) else ctx.backend.to_host(rate)
     return np.asarray(float(np.asarray(value).reshape(-1)[0]), dtype=np.float64)
+
+
+def _infer_stale(stale, var):
+    return [(stale.shape, stale.dtype)]
+
+
+@register("ssp_value", infer=_infer_stale)
+def ssp_value(ctx, stale, var):
+    """``stale``, a variable's value some steps late (OneFlow's ssp_variable_proxy), whose
+    gradient goes to the variable ``var`` itself: the stage reads old weights, the
+    optimizer updates the current ones."""
+    return stale
+
+
+@ssp_value.grad
+def _ssp_value_grad(node, gy):
+    return [None, gy]
