@@ -832,6 +832,22 @@ def test_dropout_noise_shape_and_seed():
     np.testing.assert_array_equal(y2 != 0, z2 != 0)
 
 
+def test_seeded_dropout_on_the_cpu_draws_oneflows_masks():
+    # OneFlow's CPU kernel: the op's own std::mt19937(seed) stream of float32 draws (its
+    # 32-bit outputs over 2^32; numpy's legacy RandomState gives the same outputs), kept
+    # where the draw exceeds rate, scaled by 1 / (1 - rate); the stream goes on each step.
+    job = _dropout_train_job((2, 8), 0.75, dtype=flow.float32, seed=12345)
+    H.assert_ops(job, ["dropout"])
+    steps = [job(), job()]
+    raw = np.random.RandomState(12345).randint(0, 2 ** 32, size=32, dtype=np.uint32)
+    keep = (raw.astype(np.float32) / np.float32(2 ** 32)) > np.float32(0.75)
+    for k, y in enumerate(steps):
+        np.testing.assert_array_equal(y.reshape(-1) != 0, keep[16 * k:16 * (k + 1)])
+    # OneFlow's own test of these masks (test_dropout.py, the CPU literal of step 1)
+    np.testing.assert_array_equal((steps[0].reshape(-1) != 0).astype(int),
+                                  [1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1])
+
+
 def test_dropout_is_identity_in_predict_and_at_rate_zero():
     x = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
     got = H.run(lambda b: flow.nn.dropout(b, rate=0.5), x)
