@@ -180,6 +180,10 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
          lambda x: np.argsort(-x, axis=-1, kind="stable")[..., :2].astype(np.int32),
          (Distinct(3, 5),), ("argsort",), dtypes=(F32, F64, I32), out_dtype=np.int32,
          grad=False)
+    # OneFlow's positional order (input, axis, k, sorted): the 2 largest along axis 0
+    case("top_k-axis-positional", lambda x: flow.math.top_k(x, 0, 2, True),
+         lambda x: np.argsort(-x, axis=0, kind="stable")[:2].astype(np.int32),
+         (Distinct(4, 3),), ("argsort",), dtypes=(F32, I32), out_dtype=np.int32, grad=False)
     case("top_k-ties-lower-index-first", lambda x: flow.math.top_k(x, k=3),
          lambda x: np.argsort(-x, axis=-1, kind="stable")[..., :3].astype(np.int32),
          (Fixed([[1, 3, 3, 0, 3], [2, 2, 2, 2, 2]]),), ("argsort",), dtypes=(F32, I32),
