@@ -250,9 +250,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("enable_keep_header_only", _bool, True, why=_GRAPH),
     Setting("concurrency_width", _int, why="steps of a job run in order; "
             "flow.config.pipeline_depth bounds how many are in flight"),
-    Setting("indexed_slices_optimizer_conf", _indexed_slices_conf, why="sparse updates "
-            "come from the optimizer: flow.optimizer.LazyAdam updates only the rows a step "
-            "gathered, the others update every row (as OneFlow's do for unlisted ops)"),
+    # applied by the optimizers: a listed variable updates only the rows with a gradient
+    Setting("indexed_slices_optimizer_conf", _indexed_slices_conf),
     Setting("enable_gradients_stats_aggregation", _bool, True, why=_GRAPH),
     Setting("train.secondary_lr", _float, why="the old API's second learning rate "
             "(for biases) is not applied: train.primary_lr applies to every variable"),
