@@ -686,6 +686,8 @@ NOT_DIRECTLY_TESTED.update({
 NOT_DIRECTLY_TESTED.update({
     "mt19937_uniform": "OneFlow's TestRandomSource stream: tests/test_user_op_builder.py "
                        "checks it against numpy's MT19937 draws across steps",
+    "ssp_value": "a stale read whose gradient goes to the variable: tests/test_ssp.py "
+                 "checks the values read and the updates against numpy recurrences",
 })
 NOT_DIRECTLY_TESTED.update({
     op: "host box and polygon transforms on tensor buffers, no gradient: "
