@@ -1019,8 +1019,11 @@ def _one_update(optimizer, w0, grad, steps=1):
 def _sgd_ref(w, g, lr, steps, momentum=0.0, wd=0.0):
     v, out = np.zeros_like(w), []
     for _ in range(steps):
-        v = momentum * v - lr * (g + wd * w)
-        w = w + v
+        if momentum:   # OneFlow's MomentumUpdateFunctor: the decay stays out of v
+            v = momentum * v - lr * g
+            w = w + v - lr * wd * w
+        else:          # its SGDUpdateFunctor
+            w = w - lr * (g + wd * w)
         out.append(w)
     return out
 
