@@ -16,7 +16,9 @@ changes nothing on disk. At load it
   TensorFlow 2.3 and numpy 1.x (before each test, once each is imported): TensorFlow's
   channels-first ``tf.nn.avg_pool*d`` / ``max_pool*d`` (its CPU kernels refuse NCHW:
   the shim pools channels-last and transposes, the same numbers), Keras optimizers that
-  take an int learning rate (Keras 3 refuses ``learning_rate=1``), and ``test_util``'s
+  take an int learning rate (Keras 3 refuses ``learning_rate=1``), dilated
+  ``tf.nn.conv1d`` / ``conv3d`` (its CPU kernels refuse dilation > 1: the shim convolves
+  with the filter spread out by zeros, the same convolution), and ``test_util``'s
   ``"gpu" in`` a list of arrays (numpy 2 raises on the array comparison).
 
 When ``ONEFLOW_SHIM_REPORT`` names a file, each test's outcome and, for a failure, the
@@ -121,6 +123,41 @@ def _channels_last_pool(pool):
     return pool_
 
 
+def _spread_filters(filters, rates):
+    """``filters`` (spatial axes first, then in, out channels) with ``rate - 1`` zeros
+    between the taps of each spatial axis: convolving with it undilated is convolving
+    with ``filters`` dilated by ``rates`` (and differentiable in ``filters``)."""
+    import tensorflow as tf
+    for axis, rate in enumerate(rates):
+        if rate == 1:
+            continue
+        taps = filters.shape[axis]
+        moved = tf.experimental.numpy.moveaxis(filters, axis, 0)
+        rest = moved.shape[1:]
+        padded = tf.pad(tf.expand_dims(moved, 1), [[0, 0], [0, rate - 1]] + [[0, 0]] * len(rest))
+        spread = tf.reshape(padded, [taps * rate] + list(rest))[:(taps - 1) * rate + 1]
+        filters = tf.experimental.numpy.moveaxis(spread, 0, axis)
+    return filters
+
+
+def _undilated_conv(conv, spatial):
+    """``conv`` (tf.nn.conv1d / conv3d, channels last) taking ``dilations`` > 1 on the CPU."""
+    def conv_(input, filters, stride=None, padding=None, data_format=None,  # noqa: A002
+              dilations=None, name=None, **kwargs):
+        strides = kwargs.pop("strides", stride)
+        rates = [1] * spatial if dilations is None else (
+            [dilations] * spatial if isinstance(dilations, int) else list(dilations))
+        if len(rates) == spatial + 2:
+            rates = rates[1:-1] if data_format in (None, "NWC", "NDHWC") else rates[2:]
+        if all(r == 1 for r in rates):
+            return conv(input, filters, strides, padding, data_format=data_format,
+                        dilations=dilations, name=name)
+        return conv(input, _spread_filters(filters, rates), strides, padding,
+                    data_format=data_format, name=name)
+    conv_.undilated = True
+    return conv_
+
+
 def _float_learning_rate(optimizer):
     """A Keras optimizer class whose ``learning_rate`` may be an int (Keras 2's)."""
     def make(*args, **kwargs):
@@ -155,6 +192,10 @@ def _patch_imported_oracles() -> None:
                 pool = getattr(tf.nn, name, None)
                 if pool is not None and not getattr(pool, "channels_last", False):
                     setattr(tf.nn, name, _channels_last_pool(pool))
+        for name, spatial in (("conv1d", 1), ("conv3d", 3)):
+            conv = getattr(tf.nn, name, None)
+            if conv is not None and not getattr(conv, "undilated", False):
+                setattr(tf.nn, name, _undilated_conv(conv, spatial))
         for name in ("Adam", "RMSprop", "SGD"):
             optimizer = getattr(tf.keras.optimizers, name, None)
             if optimizer is not None and not getattr(optimizer, "takes_int_rate", False):
