@@ -307,7 +307,8 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
         case(f"nn.conv1d-{fmt}",
              lambda x, w, _f=fmt: flow.nn.conv1d(x, w, strides=2, padding=[(1, 2)],
                                                   data_format=_f, dilations=1),
-             lambda x, w, _to=to: _to(_conv1d_ref(_to(x), w, 2, (1, 2), 1)),
+             # NWC: OneFlow's filters are (out, kw, in) there
+             lambda x, w, _to=to: _to(_conv1d_ref(_to(x), _to(w), 2, (1, 2), 1)),
              (U(-1, 1, 2, 3, 7) if fmt == "NCW" else U(-1, 1, 2, 7, 3), U(-1, 1, 4, 3, 3)),
              ("conv2d",), ("conv2d_backward_data", "conv2d_backward_filter"),
              tol32=dict(rtol=1e-5, atol=1e-5))
