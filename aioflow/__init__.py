@@ -14,10 +14,17 @@ This module only re-exports; each name lives in the module named in its docstrin
 from . import (checkpoint, config, data, distributed, env, initializers, layers, losses,
                math, nn, optimizer, random, regularizers, scope, train, typing, unittest)
 from . import experimental, linalg, quantization, system
-from . import image
+from . import detection, image
 from . import session
 from ._core import dtypes
-from .image import Resize as image_resize
+from .oneflow_ops.image_api import (
+    Resize as image_resize,
+    batch_align as image_batch_align,
+    decode as image_decode,
+    flip as image_flip,
+    normalize as image_normalize,
+    target_resize as image_target_resize,
+)
 from . import distribute  # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
 from . import checkpoint_io  # the earlier path of flow.checkpoint.io, still an attribute
 from .checkpoint import get_all_variables, load_variables
@@ -68,7 +75,13 @@ from . import util
 from ._core.dtypes import convert_oneflow_dtype_to_numpy_dtype
 from .env import current_resource
 from ._core.no_effect import inter_job_reuse_mem_strategy
-from .oneflow_ops.object_bbox import object_bbox_flip, object_bbox_scale
+from .oneflow_ops.object_bbox import (
+    object_bbox_flip,
+    object_bbox_scale,
+    object_segmentation_polygon_flip,
+    object_segmentation_polygon_scale,
+    object_segmentation_polygon_to_mask,
+)
 from .engine.scope_desc import current_global_function_desc, current_scope
 from .oneflow_ops.user_op_builder import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder,

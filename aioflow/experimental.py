@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from ._core import dtypes
 from .oneflow_ops.ops_api import _require_blob
+from .oneflow_ops.ssp_api import scope as scope, ssp_variable_proxy as ssp_variable_proxy
 from .ops import unique as _unique
 
-__all__ = ["unique_with_counts", "indexed_slices_reduce_sum"]
+__all__ = ["unique_with_counts", "indexed_slices_reduce_sum", "ssp_variable_proxy", "scope"]
 
 
 def unique_with_counts(x, out_idx=dtypes.int32, name=None):

@@ -1,7 +1,5 @@
-"""``flow.image``: OneFlow v0.3.4's image preprocessing for its data pipelines (the
-ImageNet scripts' ``Resize`` and ``CropMirrorNormalize`` after
-``flow.data.OFRecordImageDecoderRandomCrop``), on batches of HWC uint8 images: a tensor
-buffer of images of any size or a dense ``(batch, H, W, C)`` Blob.
+"""``flow.image``: OneFlow v0.3.4's image preprocessing (``Resize``, ``target_resize``,
+``CropMirrorNormalize``, ``decode``, ``flip``, ``normalize``, ``batch_align``).
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
 >>> @flow.global_function(type="predict")
@@ -9,146 +7,30 @@ buffer of images of any size or a dense ``(batch, H, W, C)`` Blob.
 ...     return flow.image.CropMirrorNormalize(x, crop_h=2, crop_w=2, mean=[1.0], std=[2.0])
 >>> prep(np.full((1, 4, 6, 3), 5, np.uint8)).shape
 (1, 3, 2, 2)
+
+This module only re-exports; the definitions live in :mod:`aioflow.oneflow_ops.image_api`.
 """
-from __future__ import annotations
 
-import numbers
-import warnings
+from .oneflow_ops.image_api import (
+    CropMirrorNormalize as CropMirrorNormalize,
+    Resize as Resize,
+    batch_align as batch_align,
+    crop_mirror_normalize as crop_mirror_normalize,
+    decode as decode,
+    flip as flip,
+    normalize as normalize,
+    resize as resize,
+    target_resize as target_resize,
+)
 
-from ._core import dtypes
-from ._core.callsite import user_stacklevel
-from .ir import Blob
-from .ops import image_ops as _ops
-
-__all__ = ["Resize", "resize", "CropMirrorNormalize", "crop_mirror_normalize"]
-
-_CHANNELS = {"BGR": 3, "RGB": 3, "GRAY": 1}
-_INTERPOLATIONS = ("auto", "bilinear")
-
-
-def _images(what, image):
-    if not isinstance(image, Blob):
-        raise TypeError(f"{what}: image must be a Blob, got {type(image).__name__}")
-    _ops.check_images(what, image)
-
-
-def _positive_int(what, arg, value, allow_zero=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or \
-            value < (0 if allow_zero else 1):
-        raise ValueError(f"{what}: {arg} must be a {'non-negative' if allow_zero else 'positive'}"
-                         f" int, got {value!r}")
-    return int(value)
-
-
-def Resize(image, target_size=None, min_size=None, max_size=None,  # noqa: N802
-           keep_aspect_ratio=False, resize_side="shorter", channels=3, dtype=None,
-           interpolation_type="auto", name=None, color_space=None, interp_type=None,
-           resize_shorter=0, resize_x=0, resize_y=0):
-    """OneFlow's ``flow.image.Resize``. ``keep_aspect_ratio=False``: every image to
-    ``target_size = (width, height)``; returns ``(images (B, height, width, channels),
-    scales (B, 2) float32 as (w, h) factors, None)``. ``keep_aspect_ratio=True``: the
-    ``resize_side`` side to the int ``target_size`` (``max_size`` / ``min_size`` bound the
-    other); returns ``(tensor buffer of images, scales, sizes (B, 2) int32 as (w, h))``.
-    The deprecated ``resize_x``/``resize_y`` (fixed size) and ``resize_shorter`` return
-    the images alone and warn, as OneFlow printed. Interpolation: bilinear (Pillow)."""
-    what = "flow.image.Resize"
-    _images(what, image)
-    deprecated = bool(resize_x or resize_y or resize_shorter or color_space or interp_type)
-    if deprecated:
-        warnings.warn(f"{what}: color_space, interp_type, resize_shorter, resize_x and "
-                      "resize_y are deprecated (OneFlow's words): use channels, "
-                      "interpolation_type, target_size and resize_side",
-                      DeprecationWarning, stacklevel=user_stacklevel())
-    if color_space is not None:
-        if str(color_space).upper() not in _CHANNELS:
-            raise ValueError(f"{what}: color_space must be one of {tuple(_CHANNELS)}, got "
-                             f"{color_space!r}")
-        channels = _CHANNELS[str(color_space).upper()]
-    if resize_x or resize_y:
-        target_size = (_positive_int(what, "resize_x", resize_x),
-                       _positive_int(what, "resize_y", resize_y))
-        keep_aspect_ratio = False
-    if resize_shorter:
-        target_size = _positive_int(what, "resize_shorter", resize_shorter)
-        keep_aspect_ratio, resize_side = True, "shorter"
-    if interpolation_type not in _INTERPOLATIONS:
-        raise ValueError(f"{what}: interpolation_type must be one of {_INTERPOLATIONS} "
-                         f"(aioflow resizes bilinearly), got {interpolation_type!r}")
-    if keep_aspect_ratio:
-        target = _positive_int(what, "target_size (an int when keep_aspect_ratio is True)",
-                               target_size)
-        if resize_side not in ("shorter", "longer"):
-            raise ValueError(f'{what}: resize_side must be "shorter" or "longer", got '
-                             f"{resize_side!r}")
-        out, sizes, scales = _ops.image_resize_keep_aspect_ratio_op(
-            image, target_size=target,
-            min_size=_positive_int(what, "min_size", min_size or 0, allow_zero=True),
-            max_size=_positive_int(what, "max_size", max_size or 0, allow_zero=True),
-            resize_longer=resize_side == "longer", name=name)
-        return out if deprecated else (out, scales, sizes)
-    if not isinstance(target_size, (tuple, list)) or len(target_size) != 2:
-        raise ValueError(f"{what}: target_size must be (width, height) when "
-                         f"keep_aspect_ratio is False, got {target_size!r}")
-    width, height = (_positive_int(what, "target_size", v) for v in target_size)
-    channels = _positive_int(what, "channels", channels)
-    if image.dtype == dtypes.uint8 and image.shape[3] != channels:
-        raise ValueError(f"{what}: the images have {image.shape[3]} channels, channels is "
-                         f"{channels}")
-    out, scales = _ops.image_resize_to_fixed_op(
-        image, width=width, height=height, channels=channels,
-        dtype=dtypes.uint8 if dtype is None else dtypes.convert(dtype), name=name)
-    return out if deprecated else (out, scales, None)
-
-
-resize = Resize
-
-
-def CropMirrorNormalize(input_blob, mirror_blob=None, color_space="BGR",  # noqa: N802
-                        output_layout="NCHW", crop_h=0, crop_w=0, crop_pos_y=0.5,
-                        crop_pos_x=0.5, mean=(0.0,), std=(1.0,), output_dtype=dtypes.float,
-                        name=None):
-    """OneFlow's ``flow.image.CropMirrorNormalize``: from each image a ``crop_h x crop_w``
-    window (0: the whole side) at ``crop_pos_y``/``crop_pos_x`` (0 top/left, 1
-    bottom/right), flipped left-right where ``mirror_blob`` (int8 ``(B,)``, e.g.
-    ``flow.random.CoinFlip``) is non-zero, then ``(x - mean) / std`` per channel (one
-    value, or one per channel); ``output_layout`` "NCHW" or "NHWC"."""
-    what = "flow.image.CropMirrorNormalize"
-    _images(what, input_blob)
-    if str(color_space).upper() not in _CHANNELS:
-        raise ValueError(f"{what}: color_space must be one of {tuple(_CHANNELS)}, got "
-                         f"{color_space!r}")
-    if output_layout not in ("NCHW", "NHWC"):
-        raise ValueError(f'{what}: output_layout must be "NCHW" or "NHWC", got '
-                         f"{output_layout!r}")
-    crop_h = _positive_int(what, "crop_h", crop_h, allow_zero=True)
-    crop_w = _positive_int(what, "crop_w", crop_w, allow_zero=True)
-    for arg, value in (("crop_pos_y", crop_pos_y), ("crop_pos_x", crop_pos_x)):
-        if not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"{what}: {arg} must lie in [0, 1], got {value!r}")
-    mean, std = [float(v) for v in mean], [float(v) for v in std]
-    if not mean or not std or any(v == 0 for v in std):
-        raise ValueError(f"{what}: mean and std must be non-empty and std non-zero, got "
-                         f"{mean!r} and {std!r}")
-    channels = _CHANNELS[str(color_space).upper()]
-    if input_blob.dtype == dtypes.uint8 and input_blob.shape[3] != channels:
-        raise ValueError(f"{what}: the images have {input_blob.shape[3]} channels, "
-                         f"color_space {color_space!r} has {channels}")
-    for arg, values in (("mean", mean), ("std", std)):
-        if len(values) not in (1, channels):
-            raise ValueError(f"{what}: {arg} must hold 1 or {channels} values, got "
-                             f"{len(values)}")
-    mirror = ()
-    if mirror_blob is not None:
-        if not isinstance(mirror_blob, Blob) or mirror_blob.dtype not in (
-                dtypes.int8, dtypes.int32, dtypes.uint8):
-            raise TypeError(f"{what}: mirror_blob must be an int8 Blob (flow.random.CoinFlip"
-                            f"'s), got {getattr(mirror_blob, 'dtype', type(mirror_blob))}")
-        mirror = (mirror_blob,)
-    return _ops.crop_mirror_normalize_op(
-        input_blob, *mirror, crop_h=crop_h, crop_w=crop_w, crop_pos_y=float(crop_pos_y),
-        crop_pos_x=float(crop_pos_x), mean=tuple(mean), std=tuple(std), channels=channels,
-        channels_first=output_layout == "NCHW", dtype=dtypes.convert(output_dtype),
-        name=name)
-
-
-crop_mirror_normalize = CropMirrorNormalize
+__all__ = [
+    "CropMirrorNormalize",
+    "Resize",
+    "batch_align",
+    "crop_mirror_normalize",
+    "decode",
+    "flip",
+    "normalize",
+    "resize",
+    "target_resize",
+]

@@ -78,10 +78,12 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
         return
     graph = current_graph()
     previous, graph.device = graph.device, device
+    previous_devices, graph.placement_devices = graph.placement_devices, len(ids)
     try:
         yield
     finally:
         graph.device = previous
+        graph.placement_devices = previous_devices
 
 
 fixed_placement = placement

@@ -103,7 +103,7 @@ def test_the_layers_contract_holds():
 
 OPTIONAL = ["cupy", "google", "PIL", "mpi4py", "mpich", "starlette", "uvicorn", "httptools",
             "orjson", "tensorboardX", "tensorboard", "flatbuffers", "xxhash", "tqdm",
-            "matplotlib", "trio", "torch"]
+            "matplotlib", "trio", "torch", "cv2"]
 
 
 def test_aioflow_imports_without_its_optional_dependencies():

@@ -372,3 +372,10 @@ def test_an_old_api_job_may_return_nothing():
     side_effect_only(np.full(2, 3, np.float32)).async_get(got.append)
     flow.sync_default_session()
     assert got == [None] and seen == [[2.0, 2.0], [6.0, 6.0]]
+
+
+def test_add_loss_outside_a_job_is_not_implemented_as_in_oneflow():
+    # OneFlow's add_loss has a lazy form (in a train job) and an eager one; outside a job
+    # neither applies and its enable_if raises NotImplementedError
+    with pytest.raises(NotImplementedError, match="only inside a job function"):
+        flow.losses.add_loss(None)

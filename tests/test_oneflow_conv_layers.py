@@ -195,3 +195,45 @@ def test_conv2d_transpose_takes_its_channels_from_the_filters(monkeypatch):
         out = up(np.ones((1, 4, 3, 3), np.float32))
     assert out.shape == (1, 2, 6, 6)
     flow.clear_default_session()
+
+
+def _conv1d_ref(x_ncw, w_oiw, stride, dilation):
+    """Valid 1-d cross-correlation in float64."""
+    n, c, width = x_ncw.shape
+    o, _, k = w_oiw.shape
+    span = (k - 1) * dilation + 1
+    out_w = (width - span) // stride + 1
+    y = np.zeros((n, o, out_w))
+    for j in range(out_w):
+        window = x_ncw[:, :, j * stride: j * stride + span: dilation]   # (n, c, k)
+        y[:, :, j] = np.einsum("nck,ock->no", window, w_oiw)
+    return y
+
+
+def test_conv1d_nwc_takes_owi_filters_as_oneflow():
+    # OneFlow: channels last, the filters are (out, kw, in); kernel size at axis -2
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 9, 3)).astype(np.float32)        # N, W, C
+    w = rng.standard_normal((4, 2, 3)).astype(np.float32)        # O, W, I
+
+    @flow.global_function(type="predict")
+    def job(x_: tp.Numpy.Placeholder(x.shape), w_: tp.Numpy.Placeholder(w.shape)) -> tp.Numpy:
+        return flow.nn.conv1d(x_, w_, strides=2, padding="VALID", data_format="NWC",
+                              dilations=2)
+
+    want = _conv1d_ref(x.transpose(0, 2, 1).astype(np.float64),
+                       w.transpose(0, 2, 1).astype(np.float64), 2, 2).transpose(0, 2, 1)
+    np.testing.assert_allclose(job(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv1d_layer_nwc_weight_is_owi():
+    @flow.global_function(type="predict")
+    def job(x_: tp.Numpy.Placeholder((2, 9, 3))) -> tp.Numpy:
+        return flow.layers.conv1d(x_, 4, kernel_size=2, data_format="NWC", use_bias=False,
+                                  name="c")
+
+    x = np.ones((2, 9, 3), np.float32)
+    out = job(x)
+    weight = flow.get_all_variables()["c-weight"]
+    assert weight.shape == (4, 2, 3) and out.shape == (2, 8, 4)
+    np.testing.assert_allclose(out[0, 0], weight.sum(axis=(1, 2)), rtol=1e-5)

@@ -113,3 +113,17 @@ def test_mirrored_and_consistent_strategies_are_context_managers():
     with pytest.warns(DeprecationWarning):
         config.default_logical_view(flow.distribute.mirrored_strategy())
     assert config.default_logical_view().kind == "mirrored"
+
+
+def test_transpose_util_helpers_by_oneflows_module_path():
+    # OneFlow's ops and op tests import these helpers by path; they are no flow.* names
+    import importlib.util
+    from aioflow.python.ops.transpose_util import (get_inversed_perm,
+                                                   get_perm_when_transpose_axis_to_last_dim)
+    perm = get_perm_when_transpose_axis_to_last_dim(4, 1)
+    assert perm == (0, 2, 3, 1) and get_inversed_perm(perm) == (0, 3, 1, 2)
+    x = np.arange(24).reshape(2, 3, 4, 1)
+    assert np.array_equal(x.transpose(perm).transpose(get_inversed_perm(perm)), x)
+    # the module and its synthetic package have specs, as importlib's finders expect
+    assert importlib.util.find_spec("aioflow.python.ops.transpose_util") is not None
+    assert importlib.util.find_spec("aioflow.python.ops.nn_ops") is not None

@@ -164,6 +164,17 @@ def test_a_bare_bool_setter_sets_true_and_the_desc_reads_without_setting():
     assert config.setting("enable_fuse_model_update_ops") is True
 
 
+def test_function_desc_of_a_config_reads_its_settings_as_set():
+    # OneFlow: func_config.function_desc.<setting> reads the job config being built
+    config = flow.FunctionConfig()
+    assert config.function_desc.enable_fuse_model_update_ops is None
+    config.enable_fuse_model_update_ops()
+    config.default_logical_view(flow.scope.mirrored_view())
+    assert config.function_desc.enable_fuse_model_update_ops is True
+    with pytest.raises(AttributeError, match="no setting 'not_a_setting'"):
+        config.function_desc.not_a_setting
+
+
 def test_enable_reused_mem_false_turns_the_jobs_memory_plan_off():
     config = flow.function_config()
     assert _compile_options(config)["memory_plan"] is True

@@ -31,7 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api"
 
 # The namespaces that are re-export modules, by their name under ``flow``.
-REEXPORT_NAMESPACES = ["math", "nn", "layers", "losses", "regularizers"]
+REEXPORT_NAMESPACES = ["math", "nn", "layers", "losses", "regularizers", "image", "detection"]
 
 # Every public namespace module: a re-exported object must not be defined in one of them.
 PUBLIC_MODULES = {"aioflow"} | {f"aioflow.{ns}" for ns in REEXPORT_NAMESPACES}

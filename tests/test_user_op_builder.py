@@ -3,6 +3,7 @@ OneFlow input/output/attribute names, against a numpy reference; errors name wha
 wrong."""
 import math
 import warnings
+from typing import Tuple
 
 import numpy as np
 import pytest
@@ -119,9 +120,16 @@ CASES.update({
     "multi_square_sum": (dict(x=[a, bm, b]), ["y"], {},
                          lambda i: np.array([sum(float(np.sum(x.astype(np.float64) ** 2))
                                                  for x in i["x"])])),
+    # OneFlow's cast-scale fusion: x cast to scalar's dtype, times scalar
+    "fused_cast_scale": (dict(x=[a.astype(np.float64)], scalar=[np.array([1.5], np.float32)]),
+                         ["y"], {}, lambda i: i["x"][0].astype(np.float32) * np.float32(1.5)),
 })
 # Op types with several outputs, or none: tested on their own below.
-SPECIAL = {"split_like", "dynamic_loss_scale_schedule"}
+SPECIAL = {"split_like", "dynamic_loss_scale_schedule",
+           # OneFlow's test op types: tested on their own below
+           "TestSource", "TestSourceMultiGpuFixedOutNum", "TestRandomSource",
+           "TestListDataTypeAndListShapeAndListStringAttr", "test_user_op_attr_auto_type",
+           "cpu_only_relu_test"}
 
 
 @pytest.fixture(autouse=True)
@@ -317,3 +325,57 @@ def test_the_documented_old_path_of_the_table_is_the_same_module():
     import aioflow.user_op_table as old_path
     from aioflow.user_op_table import USER_OPS as old_table
     assert old_path is table and old_table is USER_OPS
+
+
+# -- the op types OneFlow's library registers for its tests ------------------------------------
+def _source_job(op_type, placement="0:0", **attrs):
+    @flow.global_function(type="predict")
+    def job() -> tp.Numpy:
+        with flow.scope.placement("cpu", placement):
+            builder = flow.user_op_builder("source").Op(op_type).Output("out")
+            for key, value in attrs.items():
+                builder.Attr(key, value)
+            out = builder.Build().InferAndTryRun().SoleOutputBlob()
+        assert out.batch_axis == 0 or op_type == "TestRandomSource"
+        return out
+    return job
+
+
+def test_test_sources_count_from_zero_on_each_device():
+    np.testing.assert_array_equal(_source_job("TestSource")(), np.arange(5.0))
+    flow.clear_default_session()
+    # 10 values over 3 devices, OneFlow's BalancedSplitter: 4, 3, 3, each from 0
+    got = _source_job("TestSourceMultiGpuFixedOutNum", "0:0-2", out_num=10)()
+    np.testing.assert_array_equal(got, [0, 1, 2, 3, 0, 1, 2, 0, 1, 2])
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_test_random_source_continues_one_mt19937_stream_across_steps(seed):
+    job = _source_job("TestRandomSource", seed=seed)
+    first, second = job(), job()
+    # std::mt19937(seed)'s 32-bit outputs over 2^32: numpy's legacy RandomState draws the
+    # same outputs for a full-range uint32 (MT19937 seeded by init_genrand)
+    raw = np.random.RandomState(seed).randint(0, 2 ** 32, size=10, dtype=np.uint32)
+    want = raw.astype(np.float32) / np.float32(2 ** 32)
+    np.testing.assert_array_equal(np.concatenate([first, second]), want)
+    if seed == 0:   # the values OneFlow's own test expects
+        np.testing.assert_allclose(first, [0.5488136, 0.59284467, 0.7151894, 0.8442659,
+                                           0.6027634], rtol=1e-5)
+
+
+def test_list_attrs_make_outputs_of_those_shapes_and_types_and_cpu_only_ops_run_on_cpu():
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((2, 3))) -> Tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
+        outs = (flow.user_op_builder("t").Op("TestListDataTypeAndListShapeAndListStringAttr")
+                .Input("in", [x]).Output("out", 2).Attr("out_shapes", [(4, 4), (2,)])
+                .Attr("out_types", [flow.int8, flow.double]).Attr("string_list", ["s"])
+                .Build().InferAndTryRun().RemoteBlobList())
+        relu = (flow.user_op_builder("r").Op("cpu_only_relu_test").Input("in", [x])
+                .Output("out").Build().InferAndTryRun().SoleOutputBlob())
+        assert relu.parallel_conf.device_tag() == "cpu"
+        return outs[0], outs[1], relu
+
+    x = _u(-1, 1, (2, 3))
+    a, b, relu = job(x)
+    assert a.shape == (4, 4) and a.dtype == np.int8 and b.shape == (2,) and b.dtype == np.float64
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))

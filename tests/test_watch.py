@@ -246,3 +246,20 @@ def test_a_watched_logits_gradient_survives_the_fused_cross_entropy():
         flow.config.launch_fusion("auto")
     assert [name for name, _ in seen] == ["logits", "d logits"]
     np.testing.assert_allclose(seen[1][1], _oracle(W)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_an_unannotated_handler_sees_the_blobs_is_dynamic():
+    # OneFlow's watched blob object answers is_dynamic (its op tests branch on it)
+    seen = {}
+    config = flow.FunctionConfig()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def job(x: tp.ListNumpy.Placeholder((4,)), y: tp.Numpy.Placeholder((2,))):
+        flow.watch(x, lambda v: seen.setdefault("x", v))
+        flow.watch(y, lambda v: seen.setdefault("y", v))
+        return y
+
+    job([np.arange(3, dtype=np.float32)], np.zeros(2, np.float32)).get()
+    assert seen["x"].is_dynamic is True and seen["x"].numpy_list()[0].tolist() == [0, 1, 2]
+    assert seen["y"].is_dynamic is False

@@ -10,7 +10,16 @@ changes nothing on disk. At load it
 * puts back the numpy-1.x aliases those tests still use (``np.float``, ``np.int``, ...),
   removed in numpy 1.24, and ``np.reshape``'s ``newshape=`` keyword (removed in 2.x), and
   ``collections.Sized`` (Python < 3.10);
-* asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch).
+* asks the tests to run on the CPU (``ONEFLOW_TEST_CPU_ONLY=1``: OneFlow's own switch);
+* collects what unittest would (OneFlow's runner): the methods of ``TestCase`` classes;
+* puts back, for the oracles and helpers the tests import, what they relied on in
+  TensorFlow 2.3 and numpy 1.x (before each test, once each is imported): TensorFlow's
+  channels-first ``tf.nn.avg_pool*d`` / ``max_pool*d`` (its CPU kernels refuse NCHW:
+  the shim pools channels-last and transposes, the same numbers), Keras optimizers that
+  take an int learning rate (Keras 3 refuses ``learning_rate=1``), dilated
+  ``tf.nn.conv1d`` / ``conv3d`` (its CPU kernels refuse dilation > 1: the shim convolves
+  with the filter spread out by zeros, the same convolution), and ``test_util``'s
+  ``"gpu" in`` a list of arrays (numpy 2 raises on the array comparison).
 
 When ``ONEFLOW_SHIM_REPORT`` names a file, each test's outcome and, for a failure, the
 last line of its error are appended to it as JSON lines, for the runner to count.
@@ -92,6 +101,121 @@ def install() -> None:
 
 
 install()
+
+
+_CHANNELS_FIRST = {"NCW": "NWC", "NCHW": "NHWC", "NCDHW": "NDHWC"}
+
+
+def _channels_last_pool(pool):
+    """``pool`` taking a channels-first ``data_format`` by pooling channels-last."""
+    import tensorflow as tf
+
+    def pool_(input, ksize, strides, padding, data_format=None, name=None):  # noqa: A002
+        if data_format not in _CHANNELS_FIRST:
+            return pool(input, ksize, strides, padding, data_format=data_format, name=name)
+        rank = len(data_format)
+        to_last = [0] + list(range(2, rank)) + [1]
+        to_first = [0, rank - 1] + list(range(1, rank - 1))
+        out = pool(tf.transpose(input, to_last), ksize, strides, padding,
+                   data_format=_CHANNELS_FIRST[data_format], name=name)
+        return tf.transpose(out, to_first)
+    pool_.channels_last = True
+    return pool_
+
+
+def _spread_filters(filters, rates):
+    """``filters`` (spatial axes first, then in, out channels) with ``rate - 1`` zeros
+    between the taps of each spatial axis: convolving with it undilated is convolving
+    with ``filters`` dilated by ``rates`` (and differentiable in ``filters``)."""
+    import tensorflow as tf
+    for axis, rate in enumerate(rates):
+        if rate == 1:
+            continue
+        taps = filters.shape[axis]
+        moved = tf.experimental.numpy.moveaxis(filters, axis, 0)
+        rest = moved.shape[1:]
+        padded = tf.pad(tf.expand_dims(moved, 1), [[0, 0], [0, rate - 1]] + [[0, 0]] * len(rest))
+        spread = tf.reshape(padded, [taps * rate] + list(rest))[:(taps - 1) * rate + 1]
+        filters = tf.experimental.numpy.moveaxis(spread, 0, axis)
+    return filters
+
+
+def _undilated_conv(conv, spatial):
+    """``conv`` (tf.nn.conv1d / conv3d, channels last) taking ``dilations`` > 1 on the CPU."""
+    def conv_(input, filters, stride=None, padding=None, data_format=None,  # noqa: A002
+              dilations=None, name=None, **kwargs):
+        strides = kwargs.pop("strides", stride)
+        rates = [1] * spatial if dilations is None else (
+            [dilations] * spatial if isinstance(dilations, int) else list(dilations))
+        if len(rates) == spatial + 2:
+            rates = rates[1:-1] if data_format in (None, "NWC", "NDHWC") else rates[2:]
+        if all(r == 1 for r in rates):
+            return conv(input, filters, strides, padding, data_format=data_format,
+                        dilations=dilations, name=name)
+        return conv(input, _spread_filters(filters, rates), strides, padding,
+                    data_format=data_format, name=name)
+    conv_.undilated = True
+    return conv_
+
+
+def _float_learning_rate(optimizer):
+    """A Keras optimizer class whose ``learning_rate`` may be an int (Keras 2's)."""
+    def make(*args, **kwargs):
+        if isinstance(kwargs.get("learning_rate"), int):
+            kwargs["learning_rate"] = float(kwargs["learning_rate"])
+        if args and isinstance(args[0], int):
+            args = (float(args[0]),) + args[1:]
+        return optimizer(*args, **kwargs)
+    make.takes_int_rate = True
+    return make
+
+
+def _gen_cartesian_product(sets):
+    """test_util.GenCartesianProduct, its ``"gpu" in set`` as numpy 1.x evaluated it (an
+    array never equals a str there)."""
+    import itertools
+    for set_ in sets:
+        if os.getenv("ONEFLOW_TEST_CPU_ONLY"):
+            for i in reversed(range(len(set_))):
+                if isinstance(set_[i], str) and set_[i] == "gpu":
+                    del set_[i]
+                    break
+    return itertools.product(*sets)
+
+
+def _patch_imported_oracles() -> None:
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        for dim in (1, 2, 3):
+            for kind in ("avg", "max"):
+                name = f"{kind}_pool{dim}d"
+                pool = getattr(tf.nn, name, None)
+                if pool is not None and not getattr(pool, "channels_last", False):
+                    setattr(tf.nn, name, _channels_last_pool(pool))
+        for name, spatial in (("conv1d", 1), ("conv3d", 3)):
+            conv = getattr(tf.nn, name, None)
+            if conv is not None and not getattr(conv, "undilated", False):
+                setattr(tf.nn, name, _undilated_conv(conv, spatial))
+        for name in ("Adam", "RMSprop", "SGD"):
+            optimizer = getattr(tf.keras.optimizers, name, None)
+            if optimizer is not None and not getattr(optimizer, "takes_int_rate", False):
+                setattr(tf.keras.optimizers, name, _float_learning_rate(optimizer))
+    test_util = sys.modules.get("test_util")
+    if test_util is not None and hasattr(test_util, "GenCartesianProduct"):
+        test_util.GenCartesianProduct = _gen_cartesian_product
+
+
+def pytest_runtest_setup(item):
+    _patch_imported_oracles()
+
+
+def pytest_collection_modifyitems(items):
+    """OneFlow ran these files with unittest, which runs the methods of TestCase classes
+    only: module-level helpers named ``test_*`` (test_combined_margin_loss.py's, taking
+    ``test_case`` and more) are not tests there, nor here."""
+    import unittest
+    items[:] = [item for item in items
+                if item.cls is not None and issubclass(item.cls, unittest.TestCase)]
 
 
 def pytest_runtest_logreport(report):

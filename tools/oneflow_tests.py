@@ -13,6 +13,13 @@ such as ``np.float`` are put back, and the tests run on the CPU. Files that impo
 TensorFlow form a second suite; without TensorFlow installed they are reported as skipped
 (install ``tensorflow-cpu`` into the interpreter given by ``--python`` to run them).
 
+The image, detection and COCO reader tests read COCO 2017 at ``/dataset/mscoco_2017``;
+``--coco DIR`` names another copy, and where none is there the tool writes a small
+synthetic stand-in (``tools/synthetic_coco.py``: COCO's file names, sizes and annotation
+format, random content) and points the tests' copies at it. They also import OpenCV,
+Pillow, pycocotools (and scipy for two others): install ``opencv-python-headless pillow
+pycocotools scipy`` into the ``--python`` interpreter to run them.
+
 Prints one line per file, then one summary line per suite and the plain total
 ``N passed, N failed`` (skipped tests are counted separately). The exit code is 0
 whatever the counts: this is a measuring tool, not a gate.
@@ -23,12 +30,14 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 TEST_DIR = "oneflow/python/test/ops"
+COCO_PATH = "/dataset/mscoco_2017"   # where OneFlow's tests read COCO 2017 from
 TOOLS = Path(__file__).resolve().parent
 REPO = TOOLS.parent
 
@@ -45,6 +54,10 @@ def _parse_args(argv):
                         help="interpreter that runs the tests (needs pytest, numpy)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per file")
     parser.add_argument("--json", type=Path, help="also write every test's record here")
+    parser.add_argument("--coco", type=Path, default=None,
+                        help="COCO 2017 (val2017/, annotations/) for the image and detection "
+                             f"tests (default: {COCO_PATH} if it exists, else a synthetic "
+                             "stand-in written by tools/synthetic_coco.py)")
     return parser.parse_args(argv)
 
 
@@ -55,6 +68,40 @@ def _extract(git_dir: Path, rev: str, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "x", "-C", str(into)], input=archive, check=True)
     return into / TEST_DIR
+
+
+def _copy_tests(test_dir: Path, into: Path) -> Path:
+    """The tests copied under ``into`` (their COCO paths are rewritten in the copy)."""
+    copy = into / TEST_DIR
+    shutil.copytree(test_dir, copy)
+    return copy
+
+
+def _coco_root(args, python: str, tmp: Path) -> Path | None:
+    """The COCO 2017 root the tests read: ``--coco``, the real one at OneFlow's path, or
+    the synthetic stand-in (written by ``python``; None where it cannot write JPEGs)."""
+    if args.coco is not None:
+        return args.coco
+    if Path(COCO_PATH).is_dir():
+        return Path(COCO_PATH)
+    made = subprocess.run([python, str(TOOLS / "synthetic_coco.py"), str(tmp / "coco")],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print(f"no synthetic COCO (its writer needs numpy and Pillow or OpenCV): "
+              f"{(made.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
+        return None
+    print(f"COCO 2017: a synthetic stand-in ({tmp / 'coco'}; tools/synthetic_coco.py)")
+    return tmp / "coco"
+
+
+def _point_at_coco(test_dir: Path, root: Path) -> None:
+    """OneFlow's tests name ``/dataset/mscoco_2017``; they read ``root`` instead."""
+    if str(root) == COCO_PATH:
+        return
+    for path in test_dir.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if COCO_PATH in text:
+            path.write_text(text.replace(COCO_PATH, str(root)), encoding="utf-8")
 
 
 def _needs_tensorflow(path: Path) -> bool:
@@ -119,8 +166,12 @@ def main(argv=None) -> int:
             test_dir = args.checkout / TEST_DIR
             if not test_dir.is_dir():
                 sys.exit(f"--checkout: {test_dir} is not a directory")
+            test_dir = _copy_tests(test_dir, tmp / "src")
         else:
             test_dir = _extract(args.git_dir, args.rev, tmp / "src")
+        coco = _coco_root(args, args.python, tmp)
+        if coco is not None:
+            _point_at_coco(test_dir, coco)
         files = sorted(test_dir.glob("test_*.py"))
         if args.only:
             wanted = set(args.only)

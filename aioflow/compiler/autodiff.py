@@ -17,13 +17,14 @@ def _reachable_from(graph: Graph, sources: set[int]) -> set[int]:
 def gradients(graph: Graph, loss: Blob, wrt: list[Blob]) -> dict[int, Blob]:
     """Blobs holding d(sum(loss))/d(w) for each ``w`` in ``wrt``, by blob id.
 
-    The loss's own diff is seeded with ones, as OneFlow's autograd pass does; what
+    The loss's own diff is seeded with ones, as OneFlow's autograd pass does (an integer
+    loss too: OneFlow differentiates integer blobs, each diff of its blob's dtype); what
     ``flow.watch_diff`` reports. ``minimize`` then scales the model diffs alone by
     1/(the loss's element count) (:func:`model_diff_scale`), so a per-sample loss trains
     like its mean. ``wrt`` blobs without a path to the loss are absent from the result.
     """
-    if not loss.dtype.is_floating:
-        raise TypeError(f"minimize: the loss must be floating point, got {loss.dtype.name}")
+    if not loss.dtype.is_numeric:
+        raise TypeError(f"minimize: the loss must be a numeric Blob, got {loss.dtype.name}")
     depends = _reachable_from(graph, {w.id for w in wrt})
     if loss.id not in depends:
         return {}

@@ -58,9 +58,13 @@ def coco_reader(annotation_file: str, image_dir: str, batch_size: int, shuffle: 
     Images without a valid annotation are left out; the others are read in ascending id
     order, in a new random order each epoch with ``shuffle`` (seeded by ``random_seed``,
     else by ``flow.random.seed``, else at random), endlessly. ``group_by_aspect_ratio``:
-    a batch holds only images of one aspect-ratio group (height // width), as OneFlow's.
-    ``stride_partition`` split the data set among devices in OneFlow: accepted, no effect
-    in one process. Files are read on a background loader thread, ahead of the steps.
+    a batch holds only images of one aspect-ratio group (height // width), in OneFlow's
+    order (its ``GroupBatchDataset``). Under a placement of several devices
+    (``flow.scope.placement("cpu", "0:0-3")``) each device reads ``batch_size / devices``
+    images of its shard, as OneFlow's reader instances do, and the batch is theirs in
+    device order: ``stride_partition`` shards by stride (device d reads d, d + devices,
+    ...), else in contiguous ranges. Files are read on a background loader thread, ahead
+    of the steps. (A shuffled order is numpy's, not OneFlow's ``std::mt19937``.)
     """
     graph = current_graph()
     what = "flow.data.coco_reader"
@@ -78,7 +82,12 @@ def coco_reader(annotation_file: str, image_dir: str, batch_size: int, shuffle: 
         raise ValueError(f"{what}: {annotation_file} has no image with a valid annotation")
     batch_size = int(batch_size)
     seed = seeds.loader_seed() if random_seed is None else int(random_seed)
-    stream = _ImageStream(index, batch_size, bool(shuffle), bool(group_by_aspect_ratio), seed)
+    devices = graph.placement_devices
+    if batch_size % devices:
+        raise ValueError(f"{what}: batch_size {batch_size} must be a multiple of the "
+                         f"placement's {devices} devices (each reads its share)")
+    stream = _ImageStream(index, batch_size, bool(shuffle), bool(group_by_aspect_ratio), seed,
+                          devices, bool(stride_partition))
     name = name or graph.unique_name("COCOReader")
     source = FeedSource(graph, stream.batches, f"{what} {name!r}")
     buffer, batch = dtypes.tensor_buffer, (batch_size,)
@@ -103,36 +112,91 @@ def coco_reader(annotation_file: str, image_dir: str, batch_size: int, shuffle: 
 
 
 class _ImageStream:
-    """Endless batches (lists of CocoImage), in OneFlow's order (see coco_reader)."""
+    """Endless batches (lists of CocoImage) in OneFlow's order: one reader per device of
+    the placement, each over its shard of the data set with ``batch_size / devices``
+    images a step (``DistributedTrainingDataset``, then ``GroupBatchDataset`` or
+    ``BatchDataset``), their batches concatenated in device order."""
 
     def __init__(self, index: CocoIndex, batch_size: int, shuffle: bool, group: bool,
-                 seed: int):
+                 seed: int | None, devices: int = 1, stride_partition: bool = True):
         self.images = index.images
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.group = group
-        self.seed = seed
+        # None (no seed given nor set): one random base for every device's epochs
+        self.seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0])
+        self.devices = devices
+        self.stride_partition = stride_partition
 
-    def _samples(self) -> Iterator:
-        rng = np.random.default_rng(self.seed)
-        for _ in itertools.count():
-            order = rng.permutation(len(self.images)) if self.shuffle else range(
-                len(self.images))
-            for i in order:
-                yield self.images[i]
+    def _samples(self, device: int) -> Iterator:
+        """One device's samples (OneFlow's ``DistributedTrainingDataset``): with stride
+        partition the indices device, device + devices, ...; else its contiguous shard
+        of ceil(size / devices), then the shard as far ahead again, wrapping around; each
+        epoch in a new order with ``shuffle`` (the same order on every device)."""
+        size = len(self.images)
+        order = np.arange(size)
+        epoch = 0
 
-    def batches(self) -> Iterator[list]:
-        samples = self._samples()
+        def reshuffle():
+            nonlocal order, epoch
+            if self.shuffle:
+                order = order[np.random.default_rng(self.seed + epoch).permutation(size)]
+            epoch += 1
+
+        reshuffle()
+        shard = -(-size // self.devices)
+        pos = device if self.stride_partition else device * shard
+        in_shard = 0
+        while True:
+            yield self.images[order[pos]]
+            if self.stride_partition:
+                pos += self.devices
+            else:
+                pos, in_shard = pos + 1, in_shard + 1
+                if in_shard == shard:
+                    pos, in_shard = pos + (self.devices - 1) * shard, 0
+            if pos >= size:
+                reshuffle()
+                pos %= size
+
+    def _device_batches(self, device: int) -> Iterator[list]:
+        samples = self._samples(device)
+        size = self.batch_size // self.devices
         if not self.group:
             while True:
-                yield list(itertools.islice(samples, self.batch_size))
-        # Each sample waits in its group's queue; a full queue is the next batch.
-        pending: dict[int, list] = {}
-        for sample in samples:
-            queue = pending.setdefault(sample.group, [])
-            queue.append(sample)
-            if len(queue) == self.batch_size:
-                yield pending.pop(sample.group)
+                yield list(itertools.islice(samples, size))
+        # OneFlow's GroupBatchDataset: a batch takes the group of the earliest buffered
+        # (partial) batch, else of the next sample; samples of other groups are buffered
+        # into batches of their own group, in the order those batches were begun.
+        buffered: dict[int, list[list]] = {}
+        begun: dict[int, list[int]] = {}
+        count = itertools.count()
+        while True:
+            heads = [(begun[g][0], g) for g, batches in buffered.items() if batches]
+            batch, group = ([], None)
+            if heads:
+                group = min(heads)[1]
+                batch = buffered[group].pop(0)
+                begun[group].pop(0)
+            while len(batch) < size:
+                sample = next(samples)
+                if group is None:
+                    group = sample.group
+                if sample.group == group:
+                    batch.append(sample)
+                    continue
+                batches = buffered.setdefault(sample.group, [])
+                if not batches or len(batches[-1]) == size:
+                    batches.append([sample])
+                    begun.setdefault(sample.group, []).append(next(count))
+                else:
+                    batches[-1].append(sample)
+            yield batch
+
+    def batches(self) -> Iterator[list]:
+        streams = [self._device_batches(d) for d in range(self.devices)]
+        while True:
+            yield [sample for stream in streams for sample in next(stream)]
 
 
 def _file_bytes(image_dir: str, image, what: str) -> np.ndarray:

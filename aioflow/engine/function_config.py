@@ -169,6 +169,13 @@ class FunctionConfig:
                                  "v0.3.4's setters are listed in aioflow.engine.function_settings)")
         return _setter(self.__dict__.setdefault("_values", {}), setting)
 
+    @property
+    def function_desc(self) -> "_SettingsView":
+        """OneFlow's ``func_config.function_desc``: the settings as set so far, by name
+        (``func_config.function_desc.enable_inplace`` is True after
+        ``func_config.enable_inplace()``)."""
+        return _SettingsView(self)
+
     def setting(self, name: str):
         """The value of a setting of :mod:`aioflow.engine.function_settings` (dotted for the
         grouped ones, ``"qat.symmetric"``): as last set, else its initial value."""
@@ -220,3 +227,20 @@ class FunctionConfig:
 
 
 function_config = FunctionConfig
+
+
+class _SettingsView:
+    """``FunctionConfig.function_desc``: each setting of the config read as an attribute
+    (its value as last set, else its initial value), as OneFlow's FunctionDesc reads its
+    job config."""
+
+    def __init__(self, config: FunctionConfig):
+        self.job_config = config
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in _fs.SETTINGS:
+            raise AttributeError(f"function_desc: no setting {name!r}")
+        return self.job_config.setting(name)
+
+    def __repr__(self) -> str:
+        return f"function_desc({self.job_config._values!r})"

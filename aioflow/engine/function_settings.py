@@ -250,9 +250,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("enable_keep_header_only", _bool, True, why=_GRAPH),
     Setting("concurrency_width", _int, why="steps of a job run in order; "
             "flow.config.pipeline_depth bounds how many are in flight"),
-    Setting("indexed_slices_optimizer_conf", _indexed_slices_conf, why="sparse updates "
-            "come from the optimizer: flow.optimizer.LazyAdam updates only the rows a step "
-            "gathered, the others update every row (as OneFlow's do for unlisted ops)"),
+    # applied by the optimizers: a listed variable updates only the rows with a gradient
+    Setting("indexed_slices_optimizer_conf", _indexed_slices_conf),
     Setting("enable_gradients_stats_aggregation", _bool, True, why=_GRAPH),
     Setting("train.secondary_lr", _float, why="the old API's second learning rate "
             "(for biases) is not applied: train.primary_lr applies to every variable"),
@@ -265,7 +264,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("tensorrt.use_int8", _bool, True, why=_XRT),
     Setting("tensorrt.int8_calibration", _str, why=_XRT),
     Setting("allow_cpu_return_op", _bool, why="results always come back to the host"),
-    Setting("enable_ssp", _bool, True, False, why=_GRAPH),
+    Setting("enable_ssp", _bool, True, False),   # flow.experimental.scope.config reads it
     Setting("ssp_partition_strategy", _one_of("naive_sequantial", "disable"),
             initial="naive_sequantial", why=_GRAPH),
     Setting("static_mem_alloc_policy_white_list.add", _str, why=_MEMORY),

@@ -19,6 +19,7 @@ import warnings
 from .._core.callsite import user_stacklevel
 from .function_settings import SETTINGS
 from ..ir import current_graph, is_tracing
+from ..ir.blob_facts import on_default_device_tag
 from .. import backends
 from .._core import settings
 from .function_config import FunctionConfig
@@ -31,6 +32,9 @@ def _default_device_tag() -> str:
     """Where ops outside any ``flow.scope.placement`` block run: the GPU when GPUs are
     configured (``flow.config.gpu_device_num``, default 1) and one is usable."""
     return "gpu" if settings.get("gpu_device_num") > 0 and backends.gpu_usable() else "cpu"
+
+
+on_default_device_tag(_default_device_tag)   # Blob.parallel_conf of an op placed by default
 
 
 class ParallelDesc:

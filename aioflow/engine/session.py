@@ -35,9 +35,18 @@ class ExecContext:
         self.backend = backend
         self.xp = backend.xp
         self._rngs: dict = {}
+        self._kernel_states: dict = {}
 
     def variable(self, name: str):
         return self.session.variables[name].value
+
+    def kernel_state(self, key, make):
+        """The state a stateful kernel keeps from step to step (OneFlow's OpKernelState):
+        ``make()``'s result the first time ``key`` is asked for, the same object after."""
+        state = self._kernel_states.get(key)
+        if state is None:
+            state = self._kernel_states[key] = make()
+        return state
 
     def rng_for(self, seed):
         """A generator on the backend's device: one per ``seed``, advancing from step to

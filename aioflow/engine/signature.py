@@ -22,7 +22,10 @@ LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "
 
 
 class LegacyBlob(np.ndarray):
-    """An ndarray that also answers OneFlow's old ``.ndarray()`` / ``.numpy()`` calls."""
+    """An ndarray that also answers OneFlow's old ``.ndarray()`` / ``.numpy()`` calls, and
+    ``is_dynamic`` (the watched blob's, for a watch handler's value)."""
+
+    is_dynamic = False
 
     def ndarray(self, parallel_id: int | None = None) -> np.ndarray:
         """The array; ``parallel_id`` (OneFlow's device index of a mirrored value) may be

@@ -109,12 +109,14 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None,
     record = graph.session.declare_variable(name, shape, dtype, initializer, trainable, graph)
     graph.variable_trainable.setdefault(name, bool(trainable))
     cached = graph.variable_blobs.get(name)
-    if cached is not None:
-        return cached
-    blob = read_declared(name)
-    if regularizer is not None:
-        graph.regularization_losses.append(regularizer(blob))
-    return blob
+    if cached is None:
+        cached = read_declared(name)
+        if regularizer is not None:
+            graph.regularization_losses.append(regularizer(cached))
+    # flow.experimental.scope.config under function_config.enable_ssp: the stage reads the
+    # variable some steps late (set by the block, a hook from above; None elsewhere)
+    hook = graph.variable_read_hook
+    return cached if hook is None else hook(name, cached)
 
 
 def read_declared(name: str) -> Blob:

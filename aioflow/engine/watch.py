@@ -54,8 +54,8 @@ def watch_diff(blob_watched: Blob, handler_or_prompt: Callable | str | None = No
     shape) to ``handler_or_prompt(gradient)`` at every step of a train job; a string (or
     None) prints it. As in OneFlow, the loss's diff is seeded with ones: a per-sample loss
     gives each sample's own gradient (``minimize`` divides only the diffs of the model
-    variables by the sample count). A blob the loss does not depend on, or an integer
-    blob, gets zeros."""
+    variables by the sample count). A blob the loss does not depend on gets zeros; an
+    integer blob its diff of its dtype, as OneFlow differentiates it."""
     _register("diff", blob_watched, handler_or_prompt, "watch_diff")
 
 
@@ -76,7 +76,7 @@ def _register(kind: str, blob, handler_or_prompt, what: str) -> None:
 
 def _handler(handler_or_prompt, blob, what: str) -> Callable:
     if callable(handler_or_prompt):
-        return _by_annotation(handler_or_prompt, what)
+        return _by_annotation(handler_or_prompt, what, blob.is_dynamic)
     if handler_or_prompt is not None and not isinstance(handler_or_prompt, str):
         raise TypeError(f"flow.{what}: handler_or_prompt must be a callable, a string or "
                         f"None, got {type(handler_or_prompt).__name__}")
@@ -97,7 +97,7 @@ _FORMS = {tp.Numpy: lambda array: array,
           tp.ListListNumpy: lambda array: [[array]]}
 
 
-def _by_annotation(handler: Callable, what: str) -> Callable:
+def _by_annotation(handler: Callable, what: str, dynamic: bool = False) -> Callable:
     """``handler`` wrapped to receive the form its one parameter's annotation names
     (OneFlow's ``TransformWatchedBlob``); TypeError for an annotation OneFlow refuses."""
     try:
@@ -110,7 +110,11 @@ def _by_annotation(handler: Callable, what: str) -> Callable:
                         f"resolved: {exc}") from None
     annotation = parameters[0].annotation if parameters else inspect.Parameter.empty
     if annotation is inspect.Parameter.empty:
-        return lambda array: handler(np.asarray(array).view(LegacyBlob))
+        def legacy(array):
+            value = np.asarray(array).view(LegacyBlob)
+            value.is_dynamic = dynamic     # the watched blob's, as OneFlow's blob object
+            return handler(value)
+        return legacy
     form = _FORMS.get(annotation)
     if form is None:
         raise TypeError(f"flow.{what}: the handler's parameter annotation must be "

@@ -6,7 +6,7 @@ import numpy as np
 from .._core import dtypes
 from .distribute import assert_is_valid_distribute
 from .blob_facts import is_dynamic
-from .blob_facts import batch_axis
+from .blob_facts import batch_axis, parallel_conf
 
 
 class Blob:
@@ -67,6 +67,11 @@ class Blob:
     def batch_axis(self) -> int:
         """The axis indexing the batch's samples, or ``flow.INVALID_BATCH_AXIS``."""
         return batch_axis(self)
+
+    @property
+    def parallel_conf(self):
+        """Where the producing op runs: ``.device_tag()`` is "cpu" or "gpu"."""
+        return parallel_conf(self)
 
     @property
     def ndim(self) -> int:

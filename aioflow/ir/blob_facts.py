@@ -6,7 +6,8 @@ carried from an op's inputs to its outputs, memoized per graph.
 """
 from __future__ import annotations
 
-__all__ = ["INVALID_BATCH_AXIS", "is_dynamic", "batch_axis"]
+__all__ = ["INVALID_BATCH_AXIS", "is_dynamic", "batch_axis", "ParallelConf", "parallel_conf",
+           "on_default_device_tag"]
 
 # OneFlow's value for "no batch axis" (oneflow_api.INVALID_BATCH_AXIS), not None: its
 # users compare against the constant.
@@ -67,7 +68,9 @@ def batch_axis(blob) -> int:
     graph = blob.graph
 
     def start(b):
-        if b.producer is None:
+        if b.producer is None or b.id in graph.batch_axes:
+            # a placeholder's declared axis, or a source op's (OneFlow's batch-axis rule of
+            # an op without inputs, such as its TestSource)
             axis = graph.batch_axes.get(b.id)
             return INVALID_BATCH_AXIS if axis is None else axis
         return INVALID_BATCH_AXIS if not b.producer.inputs else None
@@ -80,3 +83,35 @@ def batch_axis(blob) -> int:
         return INVALID_BATCH_AXIS
 
     return _follow(blob, _memo(graph, "_batch_axis_memo"), start, carry)
+
+
+_default_device_tag = [lambda: "cpu"]
+
+
+def on_default_device_tag(hook) -> None:
+    """Where ops outside any ``flow.scope.placement`` run ("cpu" or "gpu"): the engine,
+    which knows the configured GPUs, registers ``hook`` (settings flow one way)."""
+    _default_device_tag[0] = hook
+
+
+class ParallelConf:
+    """OneFlow's ``Blob.parallel_conf``, as far as one process has it: ``device_tag()``
+    and ``device_name()`` of the devices the producing op runs on."""
+
+    def __init__(self, device_tag: str):
+        self._device_tag = device_tag
+
+    def device_tag(self) -> str:  # OneFlow's protobuf getter
+        return self._device_tag
+
+    def device_name(self) -> list[str]:
+        return ["0:0"]
+
+    def __repr__(self) -> str:
+        return f'device_tag: "{self._device_tag}" device_name: "0:0"'
+
+
+def parallel_conf(blob) -> ParallelConf:
+    """The producing op's placement (``flow.scope.placement``'s, or the default)."""
+    device = getattr(blob.producer, "device", "default")
+    return ParallelConf(device if device in ("cpu", "gpu") else _default_device_tag[0]())

@@ -57,6 +57,13 @@ class Graph:
         self._blob_ids = itertools.count()
         self._name_counts: dict[str, int] = {}
         self.device = "default"  # flow.scope.placement sets "cpu" or "gpu" (backends/)
+        # The number of devices of the innermost flow.scope.placement ("0:0-3": 4): ops
+        # run once on whole arrays whatever it is; a data reader splits among them as
+        # OneFlow's per-device reader instances did (flow.data.coco_reader).
+        self.placement_devices = 1
+        # (variable name, Blob) -> the Blob a get_variable in this block returns: set by
+        # flow.experimental.scope.config under function_config.enable_ssp (stale reads)
+        self.variable_read_hook = None
         self.name_scope: list[str] = []
         self.variable_blobs: dict[str, Blob] = {}
         # get_variable's ``trainable`` as this job declared it: in OneFlow each job's

@@ -203,7 +203,8 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
            kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
            bias_regularizer=None, trainable=True, name=None, weight_name=None,
            bias_name=None):
-    """1-d convolution layer: weight ``<name>-weight`` of shape (filters, C/groups, k)."""
+    """1-d convolution layer: weight ``<name>-weight`` of shape (filters, C/groups, k), or
+    (filters, k, C/groups) for ``data_format="NWC"`` (OneFlow's layouts)."""
     if not isinstance(inputs, Blob) or inputs.ndim != 3:
         raise ValueError("conv1d: inputs must be a 3-d Blob, got "
                          f"{getattr(inputs, 'shape', type(inputs).__name__)}")
@@ -214,9 +215,11 @@ def conv1d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
     if channels % groups:
         raise ValueError(f"conv1d: input channels {channels} not divisible by groups {groups}")
     k = _single(kernel_size, "kernel_size", "conv1d")
-    weight = _variable(weight_name or f"{name}-weight", (filters, channels // groups, k),
-                       inputs.dtype,
-                       kernel_initializer or init.xavier_uniform_initializer(data_format="NCHW"),
+    nwc = data_format.upper() == "NWC"
+    shape = (filters, k, channels // groups) if nwc else (filters, channels // groups, k)
+    weight = _variable(weight_name or f"{name}-weight", shape, inputs.dtype,
+                       kernel_initializer or init.xavier_uniform_initializer(
+                           data_format="NHWC" if nwc else "NCHW"),
                        trainable, kernel_regularizer)
     out = _conv1d(inputs, weight, strides=strides, padding=padding, data_format=data_format,
                   dilations=dilation_rate, groups=groups, name=f"{name}-conv")

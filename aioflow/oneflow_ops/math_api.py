@@ -312,17 +312,22 @@ def fused_scale_tril(x, diagonal=0, fill_value=0, scale=1, name=None):
     return _idx.tril_op(scaled, diagonal=int(diagonal), fill_value=fill_value, name=name)
 
 
-def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - OneFlow's names
-    """Indices (int32) of the ``k`` largest values along the last axis, largest first
-    (ties: the lower index first). As OneFlow, it returns indices only; the values are
-    ``flow.gather`` of them (or ``flow.sort``). ``sorted=False`` gives the same order."""
-    n = input.shape[-1] if input.ndim else 0
+def top_k(input, axis=-1, k=1, sorted=True, name=None):  # noqa: A002 - OneFlow's names
+    """Indices (int32) of the ``k`` largest values along ``axis`` (OneFlow's argument
+    order: ``top_k(input, axis, k, sorted)``), largest first (ties: the lower index first);
+    all of them, sorted, where ``k`` exceeds the axis' length. As OneFlow, it returns
+    indices only; the values are ``flow.gather`` of them (or ``flow.sort``).
+    ``sorted=False`` gives the same order."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k:
         raise ValueError(f"top_k: k must be a positive int, got {k!r}")
-    order = _idx.argsort_op(input, axis=input.ndim - 1, descending=True)
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"top_k: axis must be an int, got {axis!r}")
+    axis = normalize_axis("top_k", axis, input.ndim)
+    n = input.shape[axis] if input.ndim else 0
+    order = _idx.argsort_op(input, axis=axis, descending=True)
     if k >= n:
         return _identity(order, name)
-    index = (builtins.slice(None),) * (input.ndim - 1) + (builtins.slice(0, k),)
+    index = (builtins.slice(None),) * axis + (builtins.slice(0, k),)
     return _shape.slice_op(order, index=index, name=name)
 
 

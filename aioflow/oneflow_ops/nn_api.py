@@ -124,7 +124,9 @@ def bias_add(value, bias, data_format=None, name=None):
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
     """Zero elements with probability ``rate`` and scale the rest by ``1/(1-rate)``.
 
-    Active in train jobs only: in predict jobs it returns ``x`` unchanged.
+    Active in train jobs only: in predict jobs it returns ``x`` unchanged. With a ``seed``,
+    on the CPU, the masks are OneFlow's CPU kernel's: the op's own ``std::mt19937(seed)``
+    stream of float32 draws, an element kept where its draw exceeds ``rate``.
     """
     if not isinstance(x, Blob):
         raise TypeError(f"dropout: x must be a Blob, got {type(x).__name__}")
@@ -132,9 +134,11 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate!r}")
     if current_graph().job_type != "train" or rate == 0.0:
         return x
+    graph = current_graph()
+    name = name or graph.unique_name("dropout")
     y, _mask = _nn.dropout_op(x, rate=float(rate),
                               noise_shape=None if noise_shape is None else tuple(noise_shape),
-                              seed=seed, name=name)
+                              seed=seed, key=f"{graph.name}/{name}", name=name)
     return y
 
 

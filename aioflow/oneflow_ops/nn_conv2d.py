@@ -174,10 +174,14 @@ def _padding_1d(padding, op_name):
 
 def conv1d(input, filters, strides=1, padding="VALID", data_format="NCW", dilations=1,
            groups=1, name=None):  # noqa: A002 - OneFlow's names
-    """1-d convolution of ``input`` (NCW) with OIW ``filters``."""
+    """1-d convolution of NCW ``input`` with OIW ``filters``; with ``data_format="NWC"`` of
+    NWC ``input`` with OWI ``filters`` (out, kw, in/groups), as OneFlow's."""
     x = _to_ncw(input, data_format, "conv1d")
     if filters.ndim != 3:
-        raise ValueError(f"conv1d: filters must be 3-d OIW, got shape {filters.shape}")
+        raise ValueError(f"conv1d: filters must be 3-d (OIW, or OWI for NWC), got shape "
+                         f"{filters.shape}")
+    if data_format.upper() == "NWC":
+        filters = transpose(filters, perm=(0, 2, 1))
     x4 = reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
     w4 = reshape(filters, (filters.shape[0], filters.shape[1], 1, filters.shape[2]))
     y = conv2d(x4, w4, strides=(1, _single(strides, "strides", "conv1d")),

@@ -1,10 +1,13 @@
-"""``flow.object_bbox_flip`` and ``flow.object_bbox_scale``: OneFlow's box transforms of
-object-detection pipelines.
+"""``flow.detection``: OneFlow's box and polygon transforms of object-detection pipelines
+(``object_bbox_flip``, ``object_bbox_scale``, ``object_segmentation_polygon_flip``,
+``object_segmentation_polygon_scale``, ``object_segmentation_polygon_to_mask``; also
+top-level names of ``flow``).
 
-OneFlow applies them to tensor buffers (one ``(n_i, 4)`` array of boxes per image); these
-take one dense ``(batch, n, 4)`` Blob (images with fewer boxes padded), as they were written
-before aioflow had tensor buffers (``flow.tensor_buffer_to_tensor`` makes such a Blob). Boxes are ``(xmin, ymin, xmax, ymax)`` in pixels, as OneFlow's kernels read
-them; built from elementwise ops, so they differentiate and run on every backend.
+As in OneFlow they take tensor buffers: one ``(n_i, 4)`` array of boxes, or ``(n_i, 2)``
+polygon points, per image (host kernels in :mod:`aioflow.ops.image_ops`). The box
+transforms also take one dense ``(batch, n, 4)`` Blob (images with fewer boxes padded):
+built from elementwise ops, that form differentiates and runs on every backend. Boxes are
+``(xmin, ymin, xmax, ymax)`` in pixels, as OneFlow's kernels read them.
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
 >>> @flow.global_function(type="predict")
@@ -18,12 +21,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core import dtypes
 from ..ir import Blob
+from ..ops import image_ops as _ops
 from .array_ops import gather, stack
+from .image_api import _flip_code
 from .math_api import floor, mod, multiply
 from .ops_api import cast, constant, reshape
 
-__all__ = ["object_bbox_flip", "object_bbox_scale"]
+__all__ = ["object_bbox_flip", "object_bbox_scale", "object_segmentation_polygon_flip",
+           "object_segmentation_polygon_scale", "object_segmentation_polygon_to_mask"]
+
+
+def _is_buffer(blob) -> bool:
+    return isinstance(blob, Blob) and blob.dtype is dtypes.tensor_buffer
+
+
+def _buffer_and_rows(op: str, arg: str, buffer, per_image, per_image_arg: str) -> None:
+    """A 1-d tensor buffer and its dense per-image ``(batch, 2)`` companion."""
+    if buffer.ndim != 1:
+        raise ValueError(f"{op}: {arg} must be a tensor buffer of shape (batch,), got "
+                         f"{buffer.shape}")
+    _per_image(op, per_image_arg, per_image, buffer.shape[0])
 
 
 def _check_boxes(op: str, bbox) -> int:
@@ -52,8 +71,13 @@ def object_bbox_flip(bbox, image_size, flip_code, name=None):
     """Flip each image's boxes: ``flip_code`` (an int for all images, or an int8 Blob of
     shape ``(batch,)``) 1 flips horizontally (``x -> width - 1 - x``, swapping xmin and
     xmax), 16 (0x10) vertically, 17 both, 0 neither. ``image_size``: ``(batch, 2)``
-    int32 ``(width, height)``."""
+    int32 ``(width, height)``. ``bbox``: a tensor buffer (a result of the same kind), or
+    a dense ``(batch, boxes, 4)`` Blob."""
     op = "object_bbox_flip"
+    if _is_buffer(bbox):
+        _buffer_and_rows(op, "bbox", bbox, image_size, "image_size")
+        extra, attrs = _flip_code(op, flip_code, bbox.shape[0])
+        return _ops.object_bbox_flip_op(bbox, image_size, *extra, **attrs, name=name)
     batch = _check_boxes(op, bbox)
     _per_image(op, "image_size", image_size, batch)
     if isinstance(flip_code, Blob):
@@ -78,10 +102,57 @@ def object_bbox_flip(bbox, image_size, flip_code, name=None):
 
 def object_bbox_scale(bbox, scale, name=None):
     """Scale each image's boxes: x by ``scale[i, 0]``, y by ``scale[i, 1]`` (``scale``: a
-    float Blob of shape ``(batch, 2)``, e.g. from resizing the images)."""
+    float Blob of shape ``(batch, 2)``, e.g. from resizing the images). ``bbox``: a tensor
+    buffer (a result of the same kind), or a dense ``(batch, boxes, 4)`` Blob."""
     op = "object_bbox_scale"
+    if _is_buffer(bbox):
+        _buffer_and_rows(op, "bbox", bbox, scale, "scale")
+        return _ops.object_bbox_scale_op(bbox, scale, name=name)
     batch = _check_boxes(op, bbox)
     _per_image(op, "scale", scale, batch)
     factors = gather(cast(scale, bbox.dtype), constant(np.array([0, 1, 0, 1], np.int32)),
                      axis=1)
     return multiply(bbox, reshape(factors, (batch, 1, 4)), name=name)
+
+
+def _require_points(op: str, poly) -> None:
+    if not _is_buffer(poly):
+        raise TypeError(f"{op}: poly must be a tensor buffer of (points, 2) arrays "
+                        f"(flow.tensor_list_to_tensor_buffer's), got "
+                        f"{getattr(poly, 'dtype', type(poly).__name__)}")
+
+
+def object_segmentation_polygon_flip(poly, image_size, flip_code, name=None):
+    """Flip each image's polygon points (a tensor buffer of ``(n, 2)`` float arrays):
+    ``flip_code`` 1 maps ``x -> width - x``, 16 ``y -> height - y``, 17 both (OneFlow's
+    kernel: no ``- 1``, unlike the boxes); ``image_size``: ``(batch, 2)`` int32 (w, h)."""
+    op = "object_segmentation_polygon_flip"
+    _require_points(op, poly)
+    _buffer_and_rows(op, "poly", poly, image_size, "image_size")
+    extra, attrs = _flip_code(op, flip_code, poly.shape[0])
+    return _ops.object_segmentation_polygon_flip_op(poly, image_size, *extra, **attrs,
+                                                    name=name)
+
+
+def object_segmentation_polygon_scale(poly, scale, name=None):
+    """Scale each image's polygon points: x by ``scale[i, 0]``, y by ``scale[i, 1]``."""
+    op = "object_segmentation_polygon_scale"
+    _require_points(op, poly)
+    _buffer_and_rows(op, "poly", poly, scale, "scale")
+    return _ops.object_segmentation_polygon_scale_op(poly, scale, name=name)
+
+
+def object_segmentation_polygon_to_mask(poly, poly_index, image_size, name=None):
+    """Each image's objects as int8 masks ``(objects, height, width)`` (a tensor buffer):
+    ``poly`` holds the points, ``poly_index`` (a tensor buffer of ``(n, 3)`` int arrays)
+    each point's (point, polygon, object) numbers, counted from 0 in order; each object's
+    polygons are filled at the rounded points (OpenCV's ``fillPoly``, as OneFlow)."""
+    op = "object_segmentation_polygon_to_mask"
+    _require_points(op, poly)
+    _require_points(op, poly_index)
+    _buffer_and_rows(op, "poly", poly, image_size, "image_size")
+    if poly_index.shape != poly.shape:
+        raise ValueError(f"{op}: poly_index must have poly's shape {poly.shape}, got "
+                         f"{poly_index.shape}")
+    return _ops.object_segmentation_polygon_to_mask_op(poly, poly_index, image_size,
+                                                       name=name)

@@ -1,6 +1,7 @@
 """OneFlow op types that its own job passes insert (loss scaling, gradient clipping,
 split gradients), built by name through ``flow.user_op_builder`` as its op tests do:
-``dynamic_loss_scale_schedule``, ``multi_square_sum`` and ``split_like``. Each is composed
+``dynamic_loss_scale_schedule``, ``multi_square_sum``, ``split_like`` and
+``fused_cast_scale``. Each is composed
 of aioflow's ops, so shapes are checked and gradients come from the parts; their entries
 join :data:`aioflow.oneflow_ops.user_op_table.USER_OPS`.
 """
@@ -11,7 +12,7 @@ import numpy as np
 from . import math_api as math
 from .assign_api import assign
 from .dynamic_api import where
-from .ops_api import constant, ones_like, reshape, slice as slice_, zeros_like
+from .ops_api import cast, constant, ones_like, reshape, slice as slice_, zeros_like
 from .user_op_spec import REQUIRED, UserOpSpec
 
 __all__ = ["SYSTEM_USER_OPS"]
@@ -49,6 +50,16 @@ def _multi_square_sum(ins, attrs, name):
     return {"y": [reshape(total, (1,), name=name)]}
 
 
+def _fused_cast_scale(ins, attrs, name):
+    """``x`` cast to ``scalar``'s dtype, times ``scalar`` (shape (1,)): OneFlow's kernel
+    of the cast-scale fusion pass."""
+    x, scalar = ins["x"][0], ins["scalar"][0]
+    if scalar.shape != (1,):
+        raise ValueError(f"user op {name!r} (fused_cast_scale): scalar must have shape (1,), "
+                         f"got {scalar.shape}")
+    return {"y": [math.multiply(cast(x, scalar.dtype), scalar, name=name)]}
+
+
 def _split_like(ins, attrs, name):
     """``in`` cut along ``axis`` into pieces as long as each ``like`` along it."""
     x, likes = ins["in"][0], ins["like"]
@@ -80,4 +91,5 @@ SYSTEM_USER_OPS: dict[str, UserOpSpec] = {
     "multi_square_sum": UserOpSpec(("x",), ("y",), _multi_square_sum, list_inputs=("x",)),
     "split_like": UserOpSpec(("in", "like"), ("out",), _split_like, {"axis": REQUIRED},
                              list_inputs=("like",)),
+    "fused_cast_scale": UserOpSpec(("x", "scalar"), ("y",), _fused_cast_scale),
 }

@@ -13,6 +13,7 @@ from .array_ops import gather
 from .dynamic_api import where
 from .user_op_spec import REQUIRED, UserOpSpec
 from .user_op_system import SYSTEM_USER_OPS
+from .user_op_test_ops import TEST_USER_OPS
 
 __all__ = ["UserOpSpec", "USER_OPS", "REQUIRED"]
 
@@ -150,4 +151,6 @@ USER_OPS: dict[str, UserOpSpec] = {
                             ins["condition"][0], ins["x"][0], ins["y"][0], name=name)]}),
     # The op types of OneFlow's own job passes (loss scaling, clipping, split gradients).
     **SYSTEM_USER_OPS,
+    # The op types OneFlow's library registers for its own tests (TestSource, ...).
+    **TEST_USER_OPS,
 }

@@ -41,8 +41,10 @@ def cast(ctx, x, *, dtype):
 
 @cast.grad
 def _cast_grad(node, gy):
+    # OneFlow's cast grad is cast(dy, in's dtype) whatever the dtypes: a diff passes
+    # through a cast to an integer type and back (rounded on the way), as OneFlow's does
     x = node.inputs[0]
-    return [cast(gy, dtype=x.dtype) if x.dtype.is_floating else None]
+    return [cast(gy, dtype=x.dtype) if x.dtype.is_numeric else None]
 
 
 @register("identity", infer=same_as_first)

@@ -5,6 +5,7 @@ import numpy as np
 
 from .._core import dtypes
 from .elementwise import multiply_op, sum_to_shape
+from .random_ops import mt19937_draws
 from .registry import normalize_axis, register, require_float
 from .shape import reshape
 
@@ -194,7 +195,7 @@ def _bias_add_grad(node, gy):
 # -- dropout ------------------------------------------------------------------------------
 
 
-def _infer_dropout(x, *, rate, noise_shape=None, seed=None):
+def _infer_dropout(x, *, rate, noise_shape=None, seed=None, key=None):
     require_float("dropout", x)
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
@@ -203,12 +204,17 @@ def _infer_dropout(x, *, rate, noise_shape=None, seed=None):
 
 
 @register("dropout", infer=_infer_dropout)
-def dropout_op(ctx, x, *, rate, noise_shape=None, seed=None):
-    rng = ctx.rng_for(seed)
+def dropout_op(ctx, x, *, rate, noise_shape=None, seed=None, key=None):
     shape = tuple(noise_shape) if noise_shape is not None else x.shape
-    # Generator.random draws float32/float64 only: float16 data compares float32 draws.
-    draw = x.dtype if x.dtype.itemsize >= 4 else dtypes.float32.numpy
-    keep = rng.random(shape, dtype=draw) >= rate
+    if seed is not None and key is not None and ctx.backend.name in ("numpy", "strict"):
+        # OneFlow's CPU kernel (random_mask_like): the op's own std::mt19937(seed) stream,
+        # kept where the float32 draw exceeds rate: its very masks
+        draws = mt19937_draws(ctx, seed, key, int(np.prod(shape)))
+        keep = ctx.xp.asarray(draws.reshape(shape) > np.float32(rate))
+    else:
+        # Generator.random draws float32/float64 only: float16 data compares float32 draws.
+        draw = x.dtype if x.dtype.itemsize >= 4 else dtypes.float32.numpy
+        keep = ctx.rng_for(seed).random(shape, dtype=draw) >= rate
     mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - rate))
     return x * mask, mask
 

@@ -47,3 +47,28 @@ def random_permutation_op(ctx, x, *, seed):
     the order of as many uniform draws, so it is the same kernel on every backend."""
     keys = _draw(ctx, seed, (x.shape[0],), np.float64)
     return ctx.xp.argsort(keys).astype(np.int32)
+
+
+def _infer_mt19937(*, seed, key, count):
+    return [((count,), dtypes.float32)]
+
+
+def mt19937_draws(ctx, seed: int, key, count: int) -> np.ndarray:
+    """``count`` float32 draws in [0, 1) from C++'s ``std::mt19937(seed)`` through
+    ``std::uniform_real_distribution<float>`` (one 32-bit output each, divided by 2^32),
+    the stream of ``key`` going on from step to step: OneFlow's CPU ``RandomGenerator``,
+    one per op (its kernel state)."""
+    def make():
+        generator = np.random.MT19937()
+        generator._legacy_seeding(seed & 0xFFFFFFFF)   # init_genrand, as std::mt19937(seed)
+        return generator
+    raw = ctx.kernel_state(("mt19937", key, seed), make).random_raw(count)
+    draws = raw.astype(np.float32) / np.float32(2.0 ** 32)
+    return np.minimum(draws, np.nextafter(np.float32(1), np.float32(0)))
+
+
+@register("mt19937_uniform", infer=_infer_mt19937, differentiable=False)
+def mt19937_uniform_op(ctx, *, seed, key, count):
+    """OneFlow's ``TestRandomSource``: ``count`` draws a step of :func:`mt19937_draws`.
+    ``key`` names the op's own stream."""
+    return ctx.xp.asarray(mt19937_draws(ctx, seed, key, count))

@@ -89,10 +89,27 @@ def _on_host(flag) -> bool:
     return isinstance(flag, (np.ndarray, np.generic))
 
 
-def _guarded(ctx, flag, targets, update) -> None:
+# Below this magnitude a gradient element counts as "not touched" (OneFlow's lazy
+# threshold), for the row-sparse updates of indexed_slices_optimizer_conf.
+_UNTOUCHED = 1e-12
+
+
+def _guarded(ctx, flag, targets, update, rows_of=None) -> None:
     """``update(*targets)`` in place, unless the step's ``flag`` (a tuple of 0 or 1
     arrays) is 0. A host flag is a plain branch; a device flag is not read (that would
-    stall the step): the update runs on copies that replace the targets where it is 1."""
+    stall the step): the update runs on copies that replace the targets where it is 1.
+    ``rows_of`` (a gradient): only the rows (first axis) where it has a non-zero element
+    change, as OneFlow's indexed-slices updates touch only the rows a step gathered."""
+    if rows_of is not None:
+        xp = ctx.xp
+        touched = xp.abs(rows_of) >= rows_of.dtype.type(_UNTOUCHED)
+        touched = touched.reshape(touched.shape[0], -1).any(axis=1)
+        touched = touched.reshape((-1,) + (1,) * (rows_of.ndim - 1))
+        copies = [t.copy() for t in targets]
+        _guarded(ctx, flag, copies, update)
+        for target, new in zip(targets, copies):
+            xp.copyto(target, new, where=xp.broadcast_to(touched, target.shape))
+        return
     if not flag:
         update(*targets)
         return
@@ -108,26 +125,36 @@ def _guarded(ctx, flag, targets, update) -> None:
         ctx.xp.copyto(target, new, where=keep_new)
 
 
+def _rows(grad, sparse_rows):
+    return grad if sparse_rows and grad.ndim else None
+
+
 @_update("sgd_update")
-def sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0):
+def sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0, sparse_rows=False):
     def step(param):
         param -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
-    _guarded(ctx, flag, [param], step)
+    _guarded(ctx, flag, [param], step, _rows(grad, sparse_rows))
 
 
 @_update("momentum_update")
-def momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0):
+def momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0,
+                    sparse_rows=False):
     def step(param, velocity):
-        # OneFlow's form: v = beta * v - lr * g; param += v.
+        # OneFlow's MomentumUpdateFunctor: v = beta * v - lr * g; then the weight decay
+        # apart from the velocity: param += v - lr * weight_decay * param (the old param).
+        t = param.dtype.type
+        decay = param * t(lr * weight_decay) if weight_decay else None
         velocity *= velocity.dtype.type(beta)
-        velocity -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
+        velocity -= grad * t(lr)
         param += velocity
-    _guarded(ctx, flag, [param, velocity], step)
+        if decay is not None:
+            param -= decay
+    _guarded(ctx, flag, [param, velocity], step, _rows(grad, sparse_rows))
 
 
 @_update("adam_update")
 def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
-                do_bias_correction, weight_decay=0.0):
+                do_bias_correction, weight_decay=0.0, sparse_rows=False):
     xp = ctx.xp
     t = param.dtype.type
 
@@ -149,7 +176,7 @@ def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
         else:
             delta = m / (xp.sqrt(v) + t(epsilon))
         param -= delta * t(rate)
-    _guarded(ctx, flag, [param, m, v], update)
+    _guarded(ctx, flag, [param, m, v], update, _rows(grad, sparse_rows))
 
 
 def adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) -> float:
@@ -267,3 +294,20 @@ def learning_rate_from_blob(ctx, rate):
     # the host here: one small device read per step on a GPU.
     value = rate if _on_host(rate) else ctx.backend.to_host(rate)
     return np.asarray(float(np.asarray(value).reshape(-1)[0]), dtype=np.float64)
+
+
+def _infer_stale(stale, var):
+    return [(stale.shape, stale.dtype)]
+
+
+@register("ssp_value", infer=_infer_stale)
+def ssp_value(ctx, stale, var):
+    """``stale``, a variable's value some steps late (OneFlow's ssp_variable_proxy), whose
+    gradient goes to the variable ``var`` itself: the stage reads old weights, the
+    optimizer updates the current ones."""
+    return stale
+
+
+@ssp_value.grad
+def _ssp_value_grad(node, gy):
+    return [None, gy]

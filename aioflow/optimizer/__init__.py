@@ -133,6 +133,19 @@ class Optimizer:
             return 0.0
         return self.weight_decay
 
+    def _sparse_rows(self, param_name: str) -> bool:
+        """Whether ``function_config.indexed_slices_optimizer_conf`` lists the variable: its
+        update then touches only the rows with a gradient this step (OneFlow rewrites it
+        to an indexed-slices update of the rows the step gathered; aioflow tells them by
+        their non-zero gradient), weight decay and momentum included."""
+        config = current_graph().config
+        conf = config.setting("indexed_slices_optimizer_conf") if config is not None else None
+        if not conf or conf.get("enable") is False:
+            return False
+        listed = conf.get("include_op_names", {}).get("op_name", [])
+        excluded = conf.get("exclude_op_names", {}).get("op_name", [])
+        return param_name in listed and param_name not in excluded
+
     def _guard(self) -> tuple:
         """The extra input of an update op: the step's non-finite flag, if any."""
         return () if self.guard is None else (self.guard,)
@@ -186,11 +199,13 @@ class SGD(Optimizer):
     def update(self, param_name, param, grad, lr, step):
         if self.momentum == 0.0:
             state_ops.sgd_update(param, grad, lr, *self._guard(),
-                                 weight_decay=self._decay(param_name))
+                                 weight_decay=self._decay(param_name),
+                                 sparse_rows=self._sparse_rows(param_name))
         else:
             state_ops.momentum_update(param, grad, lr, self._slot(param_name, "momentum"),
                                       *self._guard(), beta=self.momentum,
-                                      weight_decay=self._decay(param_name))
+                                      weight_decay=self._decay(param_name),
+                                      sparse_rows=self._sparse_rows(param_name))
 
 
 class SGDW(SGD):
@@ -221,7 +236,8 @@ class Adam(Optimizer):
         state_ops.adam_update(
             param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"), step,
             *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
-            do_bias_correction=self.do_bias_correction, weight_decay=self._decay(param_name))
+            do_bias_correction=self.do_bias_correction, weight_decay=self._decay(param_name),
+            sparse_rows=self._sparse_rows(param_name))
 
 
 class AdamW(Adam):

@@ -83,7 +83,8 @@ def _boundaries(owner: str, boundaries) -> list:
 def _rate_list(owner: str, name: str, values) -> list:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError(f"{owner}: {name} must be a list of numbers, got {values!r}")
-    return [_number(owner, f"{name}[{i}]", v, low=0.0) for i, v in enumerate(values)]
+    # any finite rate, as OneFlow: a negative one ascends the loss (its SSP test's -10)
+    return [_number(owner, f"{name}[{i}]", v) for i, v in enumerate(values)]
 
 
 def _check_step(owner: str, step) -> int:
@@ -162,7 +163,7 @@ class LrScheduler:
 
     def __init__(self, base_lr: float, warmup: Optional[Warmup] = None):
         name = type(self).__name__
-        self.base_lr = _number(name, "base_lr", base_lr, low=0.0)
+        self.base_lr = _number(name, "base_lr", base_lr)   # negative: ascent, as OneFlow
         if warmup is not None and not isinstance(warmup, Warmup):
             raise TypeError(f"{name}: warmup must be None, LinearWarmup or ConstantWarmup, "
                             f"got {warmup!r}")

@@ -17,8 +17,14 @@ True
 from __future__ import annotations
 
 import pathlib
+import importlib.machinery
 import sys
 import types
+
+from ..oneflow_ops import transpose_util
+
+# OneFlow's modules whose helpers its code imports by path and never exported as flow.*
+_HELPER_MODULES = {"ops.transpose_util": transpose_util}
 
 _TABLE = pathlib.Path(__file__).with_name("oneflow_modules.txt")
 
@@ -74,13 +80,20 @@ def _install() -> None:
         full = f"{__name__}.{package}"
         module = types.ModuleType(full, f"OneFlow's oneflow.python.{package} modules.")
         module.__path__ = []   # a package: its submodules come from sys.modules
+        # a spec, as imported modules have: importlib.util.find_spec reads it
+        module.__spec__ = importlib.machinery.ModuleSpec(full, None, is_package=True)
         sys.modules[full] = packages[package] = module
         globals()[package] = module
     for dotted, exports in _read_table().items():
         package, module_name = dotted.split(".")
         full = f"{__name__}.{dotted}"
         module = OneFlowModule(full, exports)
+        module.__spec__ = importlib.machinery.ModuleSpec(full, None)
         sys.modules[full] = module
+        setattr(packages[package], module_name, module)
+    for dotted, module in _HELPER_MODULES.items():
+        package, module_name = dotted.split(".")
+        sys.modules[f"{__name__}.{dotted}"] = module
         setattr(packages[package], module_name, module)
 
 

@@ -229,3 +229,59 @@ def test_a_backend_without_host_values_refuses_the_reader_when_compiling(coco):
     with pytest.raises(MissingKernelError, match="COCOReader-image: a tensor_buffer Blob lives "
                                                  "on the host, and the 'other' backend"):
         check_backend(graph, SimpleNamespace(name="other", kernel_set="other"))
+
+
+# -- OneFlow's sampling order: per-device shards, grouped batches ------------------------------
+class _Image:
+    def __init__(self, id_, group):
+        self.id, self.group = id_, group
+
+
+class _Index:
+    def __init__(self, images):
+        self.images = images
+
+
+def _ids(stream, steps):
+    batches = stream.batches()
+    return [[image.id for image in next(batches)] for _ in range(steps)]
+
+
+@pytest.mark.parametrize("stride, want", [
+    # OneFlow's own table (user/data/distributed_training_dataset.h): 10 samples, 4 parts
+    (True, [[0, 4, 8, 1, 5, 9, 2, 6, 0, 3, 7, 1], [2, 6, 0, 3, 7, 1, 4, 8, 2, 5, 9, 3]]),
+    (False, [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1], [2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3]]),
+])
+def test_each_device_reads_its_shard_as_oneflow(stride, want):
+    from aioflow.data.coco_reader import _ImageStream
+    index = _Index([_Image(i, 0) for i in range(10)])
+    stream = _ImageStream(index, 12, shuffle=False, group=False, seed=0, devices=4,
+                          stride_partition=stride)
+    assert _ids(stream, 2) == want
+
+
+def test_a_batch_takes_the_group_of_the_earliest_buffered_batch():
+    from aioflow.data.coco_reader import _ImageStream
+    # groups 0, 1, 1, 0, 0, 0: OneFlow's GroupBatchDataset starts a batch of group 0, puts
+    # the two group-1 samples aside (a batch of their own) and finishes [0, 3]; then
+    # returns the buffered [1, 2] before reading on.
+    index = _Index([_Image(i, g) for i, g in enumerate([0, 1, 1, 0, 0, 0])])
+    stream = _ImageStream(index, 2, shuffle=False, group=True, seed=0)
+    assert _ids(stream, 3) == [[0, 3], [1, 2], [4, 5]]
+
+
+def test_a_placement_of_two_devices_reads_two_shards(coco):
+    annotation_file, image_dir = coco
+
+    @flow.global_function(type="predict")
+    def job() -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0-1"):
+            return flow.data.coco_reader(annotation_file, image_dir, 2, shuffle=False,
+                                         group_by_aspect_ratio=False,
+                                         stride_partition=False)[1]
+
+    # Valid ids 1, 2, 5 in contiguous shards of 2 (OneFlow's DistributedTrainingDataset:
+    # past its shard a device skips the others' and wraps around): device 0 reads
+    # positions 0, 1, then 4 % 3 = 1: ids 1, 2, 2; device 1 reads 2, then 3 % 3 = 0, then
+    # 1 + 2 = 3 % 3 = 0 again: ids 5, 1, 1.
+    assert [job().tolist() for _ in range(3)] == [[1, 5], [2, 1], [2, 1]]

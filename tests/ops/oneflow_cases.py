@@ -180,6 +180,10 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
          lambda x: np.argsort(-x, axis=-1, kind="stable")[..., :2].astype(np.int32),
          (Distinct(3, 5),), ("argsort",), dtypes=(F32, F64, I32), out_dtype=np.int32,
          grad=False)
+    # OneFlow's positional order (input, axis, k, sorted): the 2 largest along axis 0
+    case("top_k-axis-positional", lambda x: flow.math.top_k(x, 0, 2, True),
+         lambda x: np.argsort(-x, axis=0, kind="stable")[:2].astype(np.int32),
+         (Distinct(4, 3),), ("argsort",), dtypes=(F32, I32), out_dtype=np.int32, grad=False)
     case("top_k-ties-lower-index-first", lambda x: flow.math.top_k(x, k=3),
          lambda x: np.argsort(-x, axis=-1, kind="stable")[..., :3].astype(np.int32),
          (Fixed([[1, 3, 3, 0, 3], [2, 2, 2, 2, 2]]),), ("argsort",), dtypes=(F32, I32),
@@ -303,7 +307,8 @@ def add_cases(case, U, Away, Distinct, Ints, Fixed, Simplex):  # noqa: C901 - on
         case(f"nn.conv1d-{fmt}",
              lambda x, w, _f=fmt: flow.nn.conv1d(x, w, strides=2, padding=[(1, 2)],
                                                   data_format=_f, dilations=1),
-             lambda x, w, _to=to: _to(_conv1d_ref(_to(x), w, 2, (1, 2), 1)),
+             # NWC: OneFlow's filters are (out, kw, in) there
+             lambda x, w, _to=to: _to(_conv1d_ref(_to(x), _to(w), 2, (1, 2), 1)),
              (U(-1, 1, 2, 3, 7) if fmt == "NCW" else U(-1, 1, 2, 7, 3), U(-1, 1, 4, 3, 3)),
              ("conv2d",), ("conv2d_backward_data", "conv2d_backward_filter"),
              tol32=dict(rtol=1e-5, atol=1e-5))

@@ -678,9 +678,22 @@ NOT_DIRECTLY_TESTED.update({
 })
 NOT_DIRECTLY_TESTED.update({
     op: "host image preprocessing on tensor buffers or uint8 batches, no gradient: "
-        "tests/data/test_ofrecord_image_pipeline.py checks them against numpy and Pillow"
+        "tests/data/test_ofrecord_image_pipeline.py and tests/test_image_ops.py check them "
+        "against numpy (and OpenCV where installed)"
     for op in ("crop_mirror_normalize", "image_resize_keep_aspect_ratio",
-               "image_resize_to_fixed")})
+               "image_resize_to_fixed", "image_decode", "image_flip", "image_normalize",
+               "image_batch_align")})
+NOT_DIRECTLY_TESTED.update({
+    "mt19937_uniform": "OneFlow's TestRandomSource stream: tests/test_user_op_builder.py "
+                       "checks it against numpy's MT19937 draws across steps",
+    "ssp_value": "a stale read whose gradient goes to the variable: tests/test_ssp.py "
+                 "checks the values read and the updates against numpy recurrences",
+})
+NOT_DIRECTLY_TESTED.update({
+    op: "host box and polygon transforms on tensor buffers, no gradient: "
+        "tests/test_image_ops.py checks them against numpy"
+    for op in ("object_bbox_flip", "object_bbox_scale", "object_segmentation_polygon_flip",
+               "object_segmentation_polygon_scale", "object_segmentation_polygon_to_mask")})
 
 
 # -- the matrix tests ---------------------------------------------------------------------------
@@ -732,12 +745,14 @@ def test_cast_gradient_is_cast_back():
                                rtol=1e-12, atol=1e-15)
 
 
-def test_gradient_through_integer_cast_is_none():
-    """d cast(x, int32) / dx does not exist: the variable does not move."""
+def test_gradient_through_integer_cast_is_cast_there_and_back():
+    """OneFlow's cast gradient is cast(dy, input dtype) whatever the types: through
+    cast(x, int32) the diff goes to int32 (truncated) and back to float64."""
     x = np.linspace(-2, 2, 6).reshape(2, 3)
     (g,), _, _ = H.analytic_grads(
         lambda v: v + flow.cast(flow.cast(v, flow.int32), flow.float64), [x], [0], seed=5)
-    np.testing.assert_allclose(g, H.cotangent((2, 3), 5), rtol=1e-12, atol=1e-15)
+    cot = H.cotangent((2, 3), 5)
+    np.testing.assert_allclose(g, cot + np.trunc(cot), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("value, dtype, shape, expected", [
@@ -819,6 +834,22 @@ def test_dropout_noise_shape_and_seed():
     z1, z2 = again(), again()
     np.testing.assert_array_equal(y1 != 0, z1 != 0)  # ...but a seed fixes the sequence
     np.testing.assert_array_equal(y2 != 0, z2 != 0)
+
+
+def test_seeded_dropout_on_the_cpu_draws_oneflows_masks():
+    # OneFlow's CPU kernel: the op's own std::mt19937(seed) stream of float32 draws (its
+    # 32-bit outputs over 2^32; numpy's legacy RandomState gives the same outputs), kept
+    # where the draw exceeds rate, scaled by 1 / (1 - rate); the stream goes on each step.
+    job = _dropout_train_job((2, 8), 0.75, dtype=flow.float32, seed=12345)
+    H.assert_ops(job, ["dropout"])
+    steps = [job(), job()]
+    raw = np.random.RandomState(12345).randint(0, 2 ** 32, size=32, dtype=np.uint32)
+    keep = (raw.astype(np.float32) / np.float32(2 ** 32)) > np.float32(0.75)
+    for k, y in enumerate(steps):
+        np.testing.assert_array_equal(y.reshape(-1) != 0, keep[16 * k:16 * (k + 1)])
+    # OneFlow's own test of these masks (test_dropout.py, the CPU literal of step 1)
+    np.testing.assert_array_equal((steps[0].reshape(-1) != 0).astype(int),
+                                  [1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 1])
 
 
 def test_dropout_is_identity_in_predict_and_at_rate_zero():
@@ -990,8 +1021,11 @@ def _one_update(optimizer, w0, grad, steps=1):
 def _sgd_ref(w, g, lr, steps, momentum=0.0, wd=0.0):
     v, out = np.zeros_like(w), []
     for _ in range(steps):
-        v = momentum * v - lr * (g + wd * w)
-        w = w + v
+        if momentum:   # OneFlow's MomentumUpdateFunctor: the decay stays out of v
+            v = momentum * v - lr * g
+            w = w + v - lr * wd * w
+        else:          # its SGDUpdateFunctor
+            w = w - lr * (g + wd * w)
         out.append(w)
     return out
 

@@ -175,9 +175,9 @@ def _max_pool2d_grad(ctx, dy, argmax, *, x_shape, ksize, strides, pads):
 # ``{g}``: its gradient, ``{s0}``, ``{s1}``: its slots), the single-variable kernels' math.
 _UPDATE_BODIES = {
     "multi_sgd_update": ("", "{p}[i] -= ({g}[i] + {p}[i] * decay) * lr;"),
-    "multi_momentum_update": (
-        ", T beta", "{s0}[i] = {s0}[i] * beta - ({g}[i] + {p}[i] * decay) * lr; "
-                    "{p}[i] += {s0}[i];"),
+    "multi_momentum_update": (   # OneFlow's: the decay apart from the velocity
+        ", T beta", "const T old = {p}[i]; {s0}[i] = {s0}[i] * beta - {g}[i] * lr; "
+                    "{p}[i] = old + {s0}[i] - old * decay * lr;"),
     "multi_adam_update": (
         ", T b1, T omb1, T b2, T omb2, T inv_c2, T eps",
         "{p}[i] -= {p}[i] * decay; "
@@ -225,7 +225,8 @@ def _register_multi_cupy(op_name: str, single_name: str):
         params, grads, slot_arrays, lr, step, flag = fused.split_multi_inputs(
             arrays, count, slots, reads_step)
         dtype = params[0].dtype
-        if dtype not in _FLOATS or any(p.dtype != dtype for p in params) or not all(
+        if attrs.get("sparse_rows") or dtype not in _FLOATS or any(
+                p.dtype != dtype for p in params) or not all(
                 a.flags.c_contiguous for a in (*params, *grads, *sum(slot_arrays, ()))):
             return multi.forward(ctx, *arrays, count=count, **attrs)
         t = dtype.type

@@ -45,7 +45,9 @@ def _kernels() -> dict:
         "sgd": kernel("T g, int8 ok, T lr, T decay", "T p",
                       "if (ok) p -= (g + p * decay) * lr;", "aioflow_sgd_update_guarded"),
         "momentum": kernel("T g, int8 ok, T lr, T beta, T decay", "T p, T v",
-                           "if (ok) { v = v * beta - (g + p * decay) * lr; p += v; }",
+                           # OneFlow's: the weight decay apart from the velocity
+                           "if (ok) { const T p0 = p; v = v * beta - g * lr; "
+                           "p = p0 + v - p0 * decay * lr; }",
                            "aioflow_momentum_update_guarded"),
         "adam": kernel(
             "T g, int8 ok, T lr, T b1, T one_minus_b1, T b2, T one_minus_b2, T inv_c2, "
@@ -90,18 +92,20 @@ def _ok(flag):
 
 
 @sgd_update.kernel_for("cupy")
-def _sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0):
-    if not _fused(param):
-        return sgd_update.forward(ctx, param, grad, lr, *flag, weight_decay=weight_decay)
+def _sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0, sparse_rows=False):
+    if sparse_rows or not _fused(param):
+        return sgd_update.forward(ctx, param, grad, lr, *flag, weight_decay=weight_decay,
+                                  sparse_rows=sparse_rows)
     t = param.dtype.type
     _kernels()["sgd"](grad, _ok(flag), t(lr), t(weight_decay), param)
 
 
 @momentum_update.kernel_for("cupy")
-def _momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0):
-    if not _fused(param):
+def _momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0,
+                     sparse_rows=False):
+    if sparse_rows or not _fused(param):
         return momentum_update.forward(ctx, param, grad, lr, velocity, *flag, beta=beta,
-                                       weight_decay=weight_decay)
+                                       weight_decay=weight_decay, sparse_rows=sparse_rows)
     t = param.dtype.type
     _kernels()["momentum"](grad, _ok(flag), t(lr), t(beta), t(weight_decay), param,
                            velocity)
@@ -109,12 +113,12 @@ def _momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0
 
 @adam_update.kernel_for("cupy")
 def _adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
-                 do_bias_correction, weight_decay=0.0):
-    if not _fused(param):
+                 do_bias_correction, weight_decay=0.0, sparse_rows=False):
+    if sparse_rows or not _fused(param):
         return adam_update.forward(ctx, param, grad, lr, m, v, step, *flag, beta1=beta1,
                                    beta2=beta2, epsilon=epsilon,
                                    do_bias_correction=do_bias_correction,
-                                   weight_decay=weight_decay)
+                                   weight_decay=weight_decay, sparse_rows=sparse_rows)
     t = param.dtype.type
     lr = float(lr)                     # host values: the rate and the step counter
     decay = adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) * weight_decay
