@@ -104,9 +104,8 @@ def pipeline_depth(depth: int) -> None:
 def await_on_loop_ms(ms: float = 5.0) -> None:
     """An awaited step that recently ran in at most ``ms`` milliseconds (default 5) runs
     on the awaiting event loop itself when no other step is in flight, instead of on the
-    compute thread; a step that touches at most 64 KiB always may. On a device (a GPU) the
-    same budget lets an awaited call made after the job's previous awaited step delivered
-    run its step from the loop (docs/runtime.md). 0 keeps every step off the loop.
+    compute thread; a step that touches at most 64 KiB always may. 0 keeps every step off
+    the loop.
 
     Why: handing a step to the compute thread and waking the loop afterwards costs two
     thread wake-ups, and the step shares the cores with them: queued, the seed MLP's

@@ -239,14 +239,11 @@ class HostDevice:
 class InFlight:
     """One submitted step: its staged inputs and its fetch, until :meth:`result`."""
 
-    __slots__ = ("staged", "fetched", "started")
+    __slots__ = ("staged", "fetched")
 
     def __init__(self, staged: Staged, fetched: Fetched):
         self.staged = staged
         self.fetched = fetched
-        # perf_counter() when the step was submitted, for its job's timing (None: not
-        # timed); set by the thread that submitted it, before any other thread sees it
-        self.started: float | None = None
 
     def done(self) -> bool:
         return self.fetched.event.done()

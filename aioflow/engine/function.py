@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import threading
 import time
 
 import numpy as np
@@ -283,14 +282,6 @@ class CompiledJob:
         self._loop_capable = (self.backend.name == "numpy" and not self.plan.split_kernels
                               and not self.plan.communicates)
         self._tiny = self.plan.bytes_touched <= LOOP_STEP_BYTES
-        # On a device: an awaited call made after the job's previous step finished has
-        # nothing to overlap with, and the queued path's two thread hand-offs cost it
-        # about 0.22 ms on the H200 (more than half of the seed MLP's 0.39 ms step):
-        # such a call, if its steps proved short, runs from the loop (fits_on_loop_after).
-        # Calls made together (a gather) still queue, so their steps overlap.
-        self._device_loop_capable = (self.backend.name != "numpy"
-                                     and not self.plan.split_kernels
-                                     and not self.plan.communicates)
         # flow.config.enable_cuda_graphs: a backend that can capture a step as one graph
         # replays it (backends/graph_capture.py); None: every step runs the plan eagerly.
         self.captured = None
@@ -308,14 +299,8 @@ class CompiledJob:
         # budgets below for several steps, and send them the slower way meanwhile.
         # Both written under the session's lock by the thread that ran a step on the
         # host (submit_locked: the compute thread, or a caller running it inline).
-        # On a device, also by the thread that waited for a step (note_finished: the
-        # completion thread, or a caller); _timing_lock orders the two writers.
-        self._timing_lock = threading.Lock()
         self.step_seconds: float | None = None
         self._recent_steps: collections.deque = collections.deque(maxlen=RECENT_STEPS)
-        # perf_counter() when an awaited step of this job last delivered: written by the
-        # awaiting loop's thread, read by the next awaited call (a hint, no lock).
-        self.last_awaited_done = 0.0
         # The time a plain-code caller of the Callback (or old-API) form spent on its own
         # between its last two calls (loading the next batch...): what a queued step would
         # overlap (fits_inline). From a call's return to the next call, less the time spent
@@ -417,17 +402,6 @@ class CompiledJob:
         ``flow.config.await_on_loop_ms``."""
         return self._short_enough(settings.get("await_on_loop_ms"))
 
-    def fits_on_loop_after(self, made_at: float) -> bool:
-        """Whether an awaited call on a device, made at ``made_at`` (perf_counter), may run
-        its step from the caller's loop when nothing else is in flight: made after the
-        job's last awaited step delivered (a caller awaiting steps one after another),
-        with steps that lately took at most ``flow.config.await_on_loop_ms`` from
-        submission to their outputs on the host."""
-        budget_ms = settings.get("await_on_loop_ms")
-        return (self._device_loop_capable and budget_ms > 0
-                and made_at > self.last_awaited_done and self.step_seconds is not None
-                and self.step_seconds * 1000 <= budget_ms)
-
     @property
     def fits_inline(self) -> bool:
         """Whether a Callback (or old-API) call's step from plain code runs in the calling
@@ -512,30 +486,19 @@ class CompiledJob:
         in_flight = submit_step(self.backend.device, step, arrays)
         if in_flight.done():   # a step's time is known where the device is the host
             self._note_step_time(time.perf_counter() - start)
-        else:                  # on a device: once its outputs are on the host
-            in_flight.started = start
         return in_flight
-
-    def note_finished(self, in_flight: InFlight) -> None:
-        """A device step's outputs are on the host: note its time from submission (with
-        any wait behind the steps ahead of it, so a measure errs long, never short)."""
-        if in_flight.started is not None:
-            self._note_step_time(time.perf_counter() - in_flight.started)
 
     def run_locked(self, arrays) -> list:
         """Execute one step and wait for it in this thread, which holds the session's
         lock (``Pipeline.run_inline``: an inline blocking caller, or an awaiting loop for
         a step known to be short); returns the host outputs."""
-        in_flight = self.submit_locked(arrays)
-        outputs = in_flight.result()
-        self.note_finished(in_flight)
-        return outputs
+        return self.submit_locked(arrays).result()
 
     def _note_step_time(self, seconds: float) -> None:
-        with self._timing_lock:
-            recent = self._recent_steps
-            recent.append(seconds)
-            self.step_seconds = sorted(recent)[len(recent) // 2]
+        """(The session's lock held.)"""
+        recent = self._recent_steps
+        recent.append(seconds)
+        self.step_seconds = sorted(recent)[len(recent) // 2]
 
 
 def _compile_options(function_config=None) -> dict:

@@ -24,8 +24,7 @@ def call_job(job, compiled, arrays, copied: bool = False):
 
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
-            made_at = time.perf_counter()
-            return JobCall(_await_value(pipeline, compiled, arrays, made_at), job.__name__)
+            return JobCall(_await_value(pipeline, compiled, arrays, spec), job.__name__)
         foreign = foreign_async_library()
         if foreign == "trio":   # awaited natively: woken through the run's token
             return JobCall(trio_calls.await_value(pipeline, compiled, arrays), job.__name__)
@@ -90,10 +89,10 @@ def _delivery(pipeline, loop, compiled, job_name, step):
     return deliver
 
 
-async def _await_value(pipeline, compiled, arrays, made_at: float):
+async def _await_value(pipeline, compiled, arrays, spec):
     if compiled.feeds is not None:   # waits for the readers' batch off the loop
         arrays = arrays + await compiled.feeds.next_async()
-    if compiled.fits_on_loop or compiled.fits_on_loop_after(made_at):
+    if compiled.fits_on_loop:
         # A tiny or lately short step (CompiledJob.fits_on_loop) runs right here on the
         # loop, in order: only when no other step is admitted or running (else it queues
         # behind them).
@@ -101,8 +100,6 @@ async def _await_value(pipeline, compiled, arrays, made_at: float):
         if outputs is not NOT_RUN:
             # Let the loop's other tasks run before this one goes on: a task awaiting such
             # steps back to back would otherwise never yield to them.
-            # Noted before yielding: calls made meanwhile (a gather's others) queue.
-            compiled.last_awaited_done = time.perf_counter()
             await asyncio.sleep(0)
             return deliver_result(compiled, outputs)
     # Queued, the step reads its inputs after this task yields, while other tasks may
@@ -123,5 +120,4 @@ async def _await_value(pipeline, compiled, arrays, made_at: float):
     # Cancelling this await cancels step.future: withdrawn if it has not started yet,
     # otherwise it completes (variables stay consistent) and its result is dropped.
     outputs = await asyncio.wrap_future(step.future)
-    compiled.last_awaited_done = time.perf_counter()
     return deliver_result(compiled, outputs)

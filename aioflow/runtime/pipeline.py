@@ -615,7 +615,6 @@ class Pipeline:
         if error is None:
             try:
                 outputs = in_flight.result()
-                step.compiled.note_finished(in_flight)
             except BaseException as exc:
                 error = exc
         step.arrays = None

@@ -17,16 +17,6 @@ from .test_device_pipeline import _worst_gap, fresh_session  # noqa: F401 - auto
 X = np.ones((64, 32), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def queued_device_steps():
-    """These tests pin the turns of the queued path; the first call of a burst could
-    otherwise run its short device step from the loop (test_device_awaits_on_loop.py)."""
-    before = flow.config.get("await_on_loop_ms")
-    flow.config.await_on_loop_ms(0)
-    yield
-    flow.config.await_on_loop_ms(before)
-
-
 def _predict_on_simulated_gpu(**timing):
     """The issue's job: a 64x32 matmul placed on a GPU (a simulated one), compiled."""
     with simulated_gpu(**timing):
