@@ -90,6 +90,8 @@ class JobFunction:
         self.job_type = job_type
         self.config = config
         self.parameters = read_parameters(fn)
+        # A call giving every argument by position binds without building a dict.
+        self._all_positional = all(p.positional for p in self.parameters)
         self.return_spec = read_return(fn)
         # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py)
         self.dynamic_leaves = dynamic_inputs.dynamic_leaves(self.parameters)
@@ -180,12 +182,14 @@ class JobFunction:
     def _bind(self, args, kwargs, private: bool = True) -> list:
         params = self.parameters
         name = self.__name__
-        values = bind_arguments(params, args, kwargs, name)
+        if kwargs or len(args) != len(params) or not self._all_positional:
+            values = bind_arguments(params, args, kwargs, name)
+            args = [values[p.name] for p in params]
         # NaN/inf in a train step's inputs would poison the weights (inputs.py).
         finite = self.job_type == "train" and settings.get("check_finite_inputs")
         arrays = []
-        for p in params:
-            arrays += convert_argument(p.spec, values[p.name], p.name, name, private, finite)
+        for p, value in zip(params, args):
+            arrays += convert_argument(p.spec, value, p.name, name, private, finite)
         return arrays
 
 
