@@ -101,6 +101,23 @@ def test_legacy_get_and_async_get():
     assert seen == [pytest.approx(X.sum())]
 
 
+async def test_legacy_async_get_in_async_code_runs_on_callers_loop():
+    # docs/runtime.md, "Where a result or a callback is handled"
+    @flow.global_function(flow.function_config())
+    def job(x=flow.FixedTensorDef((4, 3))):
+        return x * 2
+
+    loop = asyncio.get_running_loop()
+    seen = []
+    job(X).async_get(lambda r: seen.append(asyncio.get_running_loop() is loop))
+    await flow.sync_default_session()
+    for _ in range(10):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == [True]
+
+
 def test_none_annotation_returns_none_after_the_step():
     @flow.global_function(type="predict")
     def job(x: tp.Numpy.Placeholder((4, 3))) -> None:
