@@ -16,6 +16,10 @@ from . import (checkpoint, config, data, distributed, env, initializers, layers,
 from . import experimental, linalg, quantization, system
 from . import detection, image
 from . import session
+from . import deprecated
+from ._core.deprecation import is_deprecated
+from .engine.modes import enable_eager_execution
+from .scope import name_scope
 from ._core import dtypes
 from .oneflow_ops.image_api import (
     Resize as image_resize,

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 
 from . import backends
 from .engine.function_config import LogicalView
 from .ir import is_tracing, current_graph
 from ._core.warn import warn_once
+from ._core.callsite import user_stacklevel
+from ._core.deprecation import mark_deprecated
 
 _DEVICE_TAGS = ("cpu", "gpu", "cuda")
 _IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(\s*-\s*(\d+))?\s*$")
@@ -141,6 +144,17 @@ def namespace(name: str):
         yield
     finally:
         graph.name_scope.pop()
+
+
+@mark_deprecated
+def name_scope(name: str):
+    """OneFlow's deprecated spelling of :func:`namespace` (exported as ``flow.name_scope``,
+    ``flow.experimental.name_scope`` and ``flow.deprecated.variable_scope``): the same
+    prefix, with a FutureWarning saying to use ``flow.scope.namespace``."""
+    warnings.warn("flow.name_scope / flow.experimental.name_scope / "
+                  "flow.deprecated.variable_scope will be removed (as in OneFlow): use "
+                  "flow.scope.namespace", FutureWarning, stacklevel=user_stacklevel())
+    return namespace(name)
 
 
 # OneFlow's deprecated spelling of flow.current_scope() (which warns, as OneFlow's did).

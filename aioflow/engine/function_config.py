@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 from .._core import dtypes
+from .._core.deprecation import mark_deprecated
 from . import function_settings as _fs
 from .._core.warn import warn_once
 
@@ -217,6 +218,7 @@ class FunctionConfig:
         """Accepted for compatibility; placement is taken from ``flow.scope.placement``."""
         return None
 
+    @mark_deprecated
     def default_distribute_strategy(self, strategy=None):
         """Accepted for compatibility (single-device execution)."""
         return None

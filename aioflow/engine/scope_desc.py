@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 from .._core.callsite import user_stacklevel
+from .._core.deprecation import mark_deprecated
 from .function_settings import SETTINGS
 from ..ir import current_graph, is_tracing
 from ..ir.blob_facts import on_default_device_tag
@@ -79,6 +80,7 @@ def current_scope() -> Scope:
     return Scope(tag, FunctionDesc(graph), graph.name_scope)
 
 
+@mark_deprecated
 def deprecated_current_scope() -> Scope:
     """``flow.scope.current_scope()``: OneFlow's deprecated spelling of
     ``flow.current_scope()``; warns (``DeprecationWarning``) and returns the same."""
