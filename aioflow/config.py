@@ -15,7 +15,8 @@ from ._core import settings as _store
 from ._core.settings import get as get
 from ._core.no_effect import accept as _accept
 from .config_knobs import collective_boxing, setters as _knob_setters
-from .distributed.resources import check_device_count, check_machine_count
+from .distributed.devices import check_device_count
+from .distributed.resources import check_machine_count
 from .kernels.winograd import ALGORITHMS
 
 
