@@ -170,7 +170,8 @@ class DeviceTraces:
                 "device 0's trace did not; every device must declare the same variables "
                 "(give the layers and variables fixed names rather than names that depend "
                 "on a counter outside the job)")
-        graph.nodes[nodes:] = [n for n in graph.nodes[nodes:] if not n.op.side_effect]
+        graph.nodes[nodes:] = [n for n in graph.nodes[nodes:]
+                               if not (n.op.side_effect and not n.outputs)]
         del graph.watches[watches:]
 
     def finish(self) -> None:

@@ -200,9 +200,10 @@ def gather_outputs(graph, per_device: list[list], kinds) -> tuple[list, tuple]:
             if ranks > 1:
                 blob = _consistent_result(graph, blob, value, counter, index, devices)
         elif varying.get(blob.id, FREE) != FREE:
+            what = ("is annotated tp.Numpy" if kind == "numpy"
+                    else "is one value (the old API's result, without an annotation)")
             raise TypeError(
-                f"job {graph.name!r}: result {index} ({blob.name}) is annotated "
-                f"{'tp.Numpy' if kind == 'numpy' else 'as one value'}, but in the "
+                f"job {graph.name!r}: result {index} ({blob.name}) {what}, but in the "
                 f"mirrored view each of the {devices.describe()} computes a value of its "
                 "own; annotate it tp.ListNumpy to get every device's value")
         leaves.append(len(outputs))

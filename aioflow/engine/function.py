@@ -199,16 +199,19 @@ class JobFunction:
         values = bind_arguments(params, args, kwargs, name)
         # NaN/inf in a train step's inputs would poison the weights (inputs.py).
         finite = self.job_type == "train" and settings.get("check_finite_inputs")
-        per_device = None
+        if devices is None or devices.count == 1:
+            arrays = []
+            for p in params:
+                arrays += convert_argument(p.spec, values[p.name], p.name, name, private,
+                                           finite, devices)[0]
+            return arrays
+        per_device = [[] for _ in range(devices.count)]
         for p in params:
             parts = convert_argument(p.spec, values[p.name], p.name, name, private, finite,
                                      devices)
-            if per_device is None:
-                per_device = parts
-            else:
-                for arrays, part in zip(per_device, parts):
-                    arrays += part
-        return [a for arrays in per_device or () for a in arrays]
+            for arrays, part in zip(per_device, parts):
+                arrays += part
+        return [a for arrays in per_device for a in arrays]
 
     def leaves_for(self, devices) -> tuple:
         """The dynamic leaves of a call's arrays on ``devices`` (each device's in turn)."""

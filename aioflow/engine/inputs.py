@@ -21,6 +21,8 @@ from .annotations import PlaceholderSpec
 from ..distributed import views
 from ..distributed.devices import one as one_device
 
+_ONE = one_device()
+
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
 # defaults are 64-bit; the placeholders usually say 32).
 _ALLOWED_CASTS = {(np.dtype("float64"), np.dtype("float32")),
@@ -33,7 +35,7 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     (``devices``, a ``JobDevices``; one device where None): per device, a list (a Tuple
     parameter gives several). ``finite``: refuse NaN and infinity in float arrays (a train
     job's inputs)."""
-    devices = devices or one_device()
+    devices = devices or _ONE
     if isinstance(spec, tuple):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec):
             raise TypeError(f"{fn_name}() argument {name!r}: expected a tuple of "
@@ -47,6 +49,8 @@ def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
     if spec.kind == "numpy":
         # the whole value for each device, or each device's slice of the batch
         whole = _convert_array(spec, value, name, fn_name, private, finite)
+        if devices.world == 1:
+            return [[whole]]
         return [[part] for part in views.device_parts(spec, whole, devices)]
     # The outer list holds one entry per device of the world.
     return [[_convert_item(spec, item, name, fn_name, private, finite)]
