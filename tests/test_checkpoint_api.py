@@ -149,6 +149,7 @@ def test_load_variables_validates_everything_first():
     assert flow.get_all_variables()["fc-bias"].dtype == np.float32
 
 
+@pytest.mark.anyio
 async def test_checkpoint_calls_are_awaitable_in_async_code(tmp_path):
     train, predict = _jobs()
     await flow.train.CheckPoint().init()

@@ -1,13 +1,15 @@
 """flow.watch / flow.watch_diff: a blob's value, or the loss's gradient for it, handed to a
 handler at every step, in order, where the step's result is delivered."""
-import asyncio
 import threading
 
+import anyio
 import numpy as np
 import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+
+from concurrently import gather
 
 X = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
 Y = np.array([0, 1, 2, 3], np.int32)
@@ -110,10 +112,11 @@ def test_callback_form_handlers_run_before_the_callback_in_its_thread(inline_cal
     assert where == [expected, expected]
 
 
+@pytest.mark.anyio
 async def test_awaited_steps_deliver_on_the_loop_in_order():
     seen = []
-    train = await asyncio.to_thread(_train, seen)
-    await asyncio.gather(train(X, Y), train(X, Y))
+    train = await anyio.to_thread.run_sync(_train, seen)
+    await gather([train(X, Y), train(X, Y)])    # both in flight at once
     assert [name for name, _ in seen] == ["logits", "d logits"] * 2
     assert not np.allclose(seen[0][1], seen[2][1])   # the second step saw updated weights
 

@@ -91,6 +91,8 @@ class JobFunction:
         self.job_type = job_type
         self.config = config
         self.parameters = read_parameters(fn)
+        # A call giving every argument by position binds without building a dict.
+        self._all_positional = all(p.positional for p in self.parameters)
         self.return_spec = read_return(fn)
         # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py); the
         # leaves of one device, whose arrays a call gives leaf_count of
@@ -196,19 +198,20 @@ class JobFunction:
         another, as the placeholders of the device parts of the job's graph."""
         params = self.parameters
         name = self.__name__
-        values = bind_arguments(params, args, kwargs, name)
+        if kwargs or len(args) != len(params) or not self._all_positional:
+            values = bind_arguments(params, args, kwargs, name)
+            args = [values[p.name] for p in params]
         # NaN/inf in a train step's inputs would poison the weights (inputs.py).
         finite = self.job_type == "train" and settings.get("check_finite_inputs")
         if devices is None or devices.count == 1:
             arrays = []
-            for p in params:
-                arrays += convert_argument(p.spec, values[p.name], p.name, name, private,
-                                           finite, devices)[0]
+            for p, value in zip(params, args):
+                arrays += convert_argument(p.spec, value, p.name, name, private, finite,
+                                           devices)[0]
             return arrays
         per_device = [[] for _ in range(devices.count)]
-        for p in params:
-            parts = convert_argument(p.spec, values[p.name], p.name, name, private, finite,
-                                     devices)
+        for p, value in zip(params, args):
+            parts = convert_argument(p.spec, value, p.name, name, private, finite, devices)
             for arrays, part in zip(per_device, parts):
                 arrays += part
         return [a for arrays in per_device for a in arrays]

@@ -75,6 +75,10 @@ class Session:
         # where its variables live only when this changed since its last step.
         self.placement_version = 0
         self.pending_errors: list[BaseException] = []
+        # Guards pending_errors alone: reported from the delivery and compute threads,
+        # taken by sync() in the caller's (a lock of its own: sync() must not wait on a
+        # step holding the session lock).
+        self._errors_lock = threading.Lock()
         # Train steps skipped by the non-finite guard, by job name (step_guard.py).
         self.skipped_steps: dict[str, int] = {}
         # Guarded train steps run, by job name: the call a skip warning names.
@@ -115,7 +119,7 @@ class Session:
         """Keep an error of a callback-form step or a callback for the next sync()."""
         log.error("aioflow: error in %s (raised again by sync_default_session())", where,
                   exc_info=exc)
-        with self.lock:
+        with self._errors_lock:
             self.pending_errors.append(exc)
 
     # -- variables -----------------------------------------------------------------------
@@ -187,9 +191,10 @@ class Session:
         """Wait for pending work; re-raise the first error a step or callback reported."""
         if self._pipeline is not None:
             self._pipeline.wait_idle()
-        if self.pending_errors:
-            first, *rest = self.pending_errors
-            self.pending_errors.clear()
+        with self._errors_lock:   # an error reported meanwhile is kept for the next sync
+            errors, self.pending_errors = self.pending_errors, []
+        if errors:
+            first, *rest = errors
             if rest:
                 first.add_note(f"({len(rest)} more errors were reported after this one)")
             raise first

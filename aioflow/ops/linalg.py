@@ -64,6 +64,33 @@ def _split_matmul(xp, a, b):
     return out
 
 
+def _split_batched_matmul(xp, a, b):
+    """``a @ b`` of stacked matrices with the same batch dimensions, the first batch axis
+    cut into one share per parallel worker, each share's products on a one-thread BLAS.
+
+    Why: numpy multiplies a stack one matrix at a time, and with the BLAS on two threads
+    each small product (BERT's attention: 96 of 128x64 @ 64x128 per layer) is a
+    two-thread region of its own, so every one of them waits for both threads. On a quiet
+    2-core host that costs nothing much; on a busy one, a thread descheduled at any of those
+    waits stalls the op: the same product took 7 ms at the median but 70 ms-2 s in one
+    call of ten (1024x768 @ 768x3072 products between calls, other processes on the
+    cores), against 5-12 ms and at most 34 ms split, as here (benchmarks: the BERT-base
+    profile in docs/benchmarks.md)."""
+    out = xp.empty(a.shape[:-1] + b.shape[-1:], xp.result_type(a, b))
+
+    def share_product(share):
+        rows = slice(share[0].start, share[-1].stop)
+        xp.matmul(a[rows], b[rows], out=out[rows])
+    parallel.run_chunks(share_product, parallel.batch_chunks(a.shape[0], 1))
+    return out
+
+
+def _splits_batched(xp, a, b, transpose_b) -> bool:
+    return (xp is np and a.ndim > 2 and a.shape[:-2] == b.shape[:-2]
+            and a.shape[0] >= parallel.workers() > 1
+            and a.size * _mat_dims(b.shape, transpose_b)[1] >= _SPLIT_MIN_MACS)
+
+
 @register("matmul", infer=_infer_matmul)
 def matmul_op(ctx, a, b, *, transpose_a=False, transpose_b=False):
     xp = ctx.xp
@@ -71,6 +98,8 @@ def matmul_op(ctx, a, b, *, transpose_a=False, transpose_b=False):
             and a.shape[0] * a.shape[1] * _mat_dims(b.shape, transpose_b)[1]
             >= _SPLIT_MIN_MACS):
         return _split_matmul(xp, _t(xp, a, transpose_a), _t(xp, b, transpose_b))
+    if _splits_batched(xp, a, b, transpose_b):
+        return _split_batched_matmul(xp, _t(xp, a, transpose_a), _t(xp, b, transpose_b))
     if transpose_b and not transpose_a and a.ndim == 2 and b.ndim == 2:
         # A dense layer's ``x @ w.T`` (w stored (out, in)): OpenBLAS runs the same product
         # as ``(w @ x.T).T`` 10-40% faster (100x784 @ 784x512 float32: 0.69 -> 0.49 ms with

@@ -59,7 +59,43 @@ def _erf_parts(xp, x):
     return erf_small, erfc_big, a
 
 
+# erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4] (erf is 1 in float32 beyond): the rational
+# approximation of Eigen's float erf, as TensorFlow and XLA evaluate it on the CPU.
+# Against math.erf on 2 million points in [-6, 6]: at most 4.5e-7 absolute and relative
+# error (7 float32 ulps, near |x| = 3.2 where erf is nearly 1), exact to 1e-7 relative
+# near 0. Highest power first.
+_ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+            -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+            -1.60960333262415e-02)
+_ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+            -7.37332916720468e-03, -1.42647390514189e-02)
+
+
+def _erf_float32(xp, x):
+    """erf of a float32 (or narrower) array in float32 arithmetic: about 15 in-place passes,
+    where the float64 series below takes ~400 (BERT-base's GELU over 1024x3072 floats:
+    ~40 ms against ~700 ms on the 2-core CPU)."""
+    x = xp.clip(x.astype(xp.float32, copy=False), -4.0, 4.0)
+    x2 = x * x
+    p = x2 * xp.float32(_ERF32_P[0])
+    p += xp.float32(_ERF32_P[1])
+    for c in _ERF32_P[2:]:
+        p *= x2
+        p += xp.float32(c)
+    p *= x
+    q = x2 * xp.float32(_ERF32_Q[0])
+    q += xp.float32(_ERF32_Q[1])
+    for c in _ERF32_Q[2:]:
+        q *= x2
+        q += xp.float32(c)
+    p /= q
+    # near |x| = 4 the quotient overshoots 1 by an ulp: keep erf within its range
+    return xp.clip(p, -1.0, 1.0, out=p)
+
+
 def _erf(xp, x):
+    if x.dtype.itemsize <= 4:   # float32 and float16: float32 precision is all they keep
+        return _erf_float32(xp, x).astype(x.dtype, copy=False)
     small, big, a = _erf_parts(xp, x)
     return (xp.sign(x) * xp.where(a <= 3.0, small, 1 - big)).astype(x.dtype, copy=False)
 

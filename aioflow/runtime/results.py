@@ -25,12 +25,19 @@ from concurrent.futures import Future
 from .._core.callsite import outside_aioflow
 from .pipeline import on_runtime_thread
 
-_force_blocking = threading.local()
+
+class _Blocking(threading.local):
+    # A class default, so reading the flag in a thread that never set it costs no
+    # AttributeError (running_loop() runs at every job call).
+    active = False
+
+
+_force_blocking = _Blocking()
 
 
 def running_loop():
     """The event loop running in this thread, unless the caller asked to block."""
-    if getattr(_force_blocking, "active", False):
+    if _force_blocking.active:
         return None
     try:
         return asyncio.get_running_loop()
@@ -42,7 +49,7 @@ def foreign_async_library() -> str | None:
     """``"trio"`` when called from a trio task (where ``running_loop()`` sees no asyncio
     loop), unless the caller asked to block; else None. Cheap when trio was never
     imported, which is every program that does not use it."""
-    if "trio" not in sys.modules or getattr(_force_blocking, "active", False):
+    if "trio" not in sys.modules or _force_blocking.active:
         return None
     import sniffio
     try:
@@ -84,7 +91,7 @@ def blocking(fn, *args, **kwargs):
                       "until the call returns", RuntimeWarning, stacklevel=2)
     except RuntimeError:
         pass
-    previous = getattr(_force_blocking, "active", False)
+    previous = _force_blocking.active
     _force_blocking.active = True
     try:
         return fn(*args, **kwargs)

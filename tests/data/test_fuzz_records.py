@@ -9,7 +9,6 @@ Bounded for CI: a few dozen examples per fuzzer, no example database, a few seco
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
 import tracemalloc
@@ -17,6 +16,7 @@ from typing import Tuple
 
 import numpy as np
 import pytest
+import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -259,6 +259,7 @@ def _reader_job(data_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.anyio
 async def test_the_loader_threads_error_reaches_the_awaiting_caller(tmp_path):
     path = tmp_path / "part-0"
     ofrecord.write_records(path, [{"label": np.int32(i)} for i in range(4)])
@@ -270,7 +271,8 @@ async def test_the_loader_threads_error_reaches_the_awaiting_caller(tmp_path):
     read = _reader_job(str(tmp_path))
     assert (await read())[0].tolist() == [0, 1]
     with pytest.raises(ValueError, match=rf"{path}, record 2: not an OFRecord message"):
-        await asyncio.wait_for(read(), 30)
+        with anyio.fail_after(30):
+            await read()
 
 
 @pytest.mark.timeout(30)

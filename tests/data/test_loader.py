@@ -3,6 +3,7 @@ import asyncio
 import threading
 import time
 
+import anyio
 import numpy as np
 import pytest
 
@@ -85,6 +86,7 @@ def test_break_stops_the_worker():
     assert not _loader_threads()
 
 
+@pytest.mark.anyio
 async def test_async_for_and_prefetch_overlaps_io():
     def slow_source():
         for i in range(6):
@@ -94,7 +96,7 @@ async def test_async_for_and_prefetch_overlaps_io():
     start = time.perf_counter()
     got = []
     async for item in flow.data.Loader(slow_source(), prefetch=3):
-        await asyncio.sleep(0.03)  # the consumer's own work
+        await anyio.sleep(0.03)  # the consumer's own work
         got.append(item)
     elapsed = time.perf_counter() - start
     assert got == list(range(6))

@@ -6,6 +6,7 @@ import sys
 import textwrap
 import time
 
+import anyio
 import numpy as np
 import pytest
 
@@ -61,6 +62,7 @@ def test_labels_from_a_placeholder_are_refused_at_the_call_naming_the_argument()
     train(X, Y)
 
 
+@pytest.mark.anyio
 async def test_step_error_reaches_awaiting_caller():
     train = make_train()
     with pytest.raises(ValueError, match="labels must lie"):
@@ -122,6 +124,7 @@ def test_backpressure_bounds_in_flight_steps():
     assert all(seen >= k - 1 for k, seen in enumerate(seen_at_return)), seen_at_return
 
 
+@pytest.mark.anyio
 async def test_loop_keeps_serving_during_heavy_compute():
     slow, eye = make_slow(0.3)
     await slow(eye)  # compile
@@ -132,16 +135,16 @@ async def test_loop_keeps_serving_during_heavy_compute():
         nonlocal worst
         last = time.perf_counter()
         while not stop:
-            await asyncio.sleep(0.005)
+            await anyio.sleep(0.005)
             now = time.perf_counter()
             worst = max(worst, now - last)
             last = now
 
-    task = asyncio.create_task(ticker())
-    for _ in range(3):
-        await slow(eye)
-    stop = True
-    await task
+    async with anyio.create_task_group() as group:
+        group.start_soon(ticker)
+        for _ in range(3):
+            await slow(eye)
+        stop = True
     assert worst < 0.15, f"event loop stalled for {worst * 1000:.0f} ms"
 
 
@@ -161,6 +164,38 @@ async def test_cancel_before_launch_withdraws_the_step():
     await asyncio.gather(blocker, blocker2)
     with pytest.raises(asyncio.CancelledError):
         await victim
+    await flow.sync_default_session()
+    assert (await flow.get_all_variables())[step_var] == start  # never ran
+    assert (await train(X, Y)).shape == (4,)
+
+
+@pytest.mark.anyio
+async def test_a_cancel_scope_withdraws_a_step_not_yet_launched(anyio_backend):
+    # trio's (and anyio's) cancellation: the scope around the call, cancelled from outside
+    slow, eye = make_slow(0.1)
+    train = make_train()
+    await slow(eye)
+    await train(X, Y)
+    step_var = "System-Train-TrainStep-train"
+    start = (await flow.get_all_variables())[step_var]
+    victim, finished = anyio.CancelScope(), []
+
+    async def run(job, *args):
+        await job(*args)
+
+    async def train_in_scope():
+        with victim:
+            await train(X, Y)
+            finished.append(True)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, slow, eye)
+        group.start_soon(run, slow, eye)
+        await anyio.sleep(0.01)
+        group.start_soon(train_in_scope)
+        await anyio.sleep(0.01)
+        victim.cancel()
+    assert victim.cancel_called and not finished
     await flow.sync_default_session()
     assert (await flow.get_all_variables())[step_var] == start  # never ran
     assert (await train(X, Y)).shape == (4,)

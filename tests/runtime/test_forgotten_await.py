@@ -1,8 +1,10 @@
 """A job call in async code returns an awaitable (runtime/results.py ``JobCall``): every
-asyncio entry point takes it, and using it as a value or dropping it says what to do."""
+asyncio entry point and anyio's task groups take it, and using it as a value or dropping
+it says what to do (on asyncio and trio)."""
 import asyncio
 import gc
 
+import anyio
 import numpy as np
 import pytest
 
@@ -32,9 +34,27 @@ async def test_create_task_gather_wait_for_and_await_all_take_it(double):
         np.testing.assert_array_equal(result, expected)
 
 
+@pytest.mark.anyio
+async def test_task_groups_and_timeouts_take_it(double):
+    got = []
+
+    async def keep(pending):
+        got.append(await pending)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(keep, double(X))
+        group.start_soon(keep, double(X))
+    with anyio.fail_after(5):
+        got.append(await double(X))
+    assert len(got) == 3
+    for result in got:
+        np.testing.assert_array_equal(result, X * 2)
+
+
 @pytest.mark.parametrize("misuse", [
     lambda r: r.mean(), lambda r: np.asarray(r), lambda r: float(r), lambda r: r[0],
     lambda r: list(r), lambda r: len(r), lambda r: bool(r)])
+@pytest.mark.anyio
 async def test_using_the_awaitable_as_a_value_names_the_job_and_the_fix(double, misuse):
     pending = double(X)
     with pytest.raises(TypeError, match=r"double_job\(\.\.\.\).*await double_job"):
@@ -42,6 +62,7 @@ async def test_using_the_awaitable_as_a_value_names_the_job_and_the_fix(double, 
     np.testing.assert_array_equal(await pending, X * 2)    # still usable afterwards
 
 
+@pytest.mark.anyio
 async def test_a_dropped_call_warns_at_the_users_line_that_its_step_never_ran(double):
     with pytest.warns(RuntimeWarning, match="double_job.*never awaited.*never ran") as got:
         double(X)   # the line the warning must point at
@@ -51,6 +72,7 @@ async def test_a_dropped_call_warns_at_the_users_line_that_its_step_never_ran(do
         assert "double(X)" in source.read().splitlines()[got[0].lineno - 1]
 
 
+@pytest.mark.anyio
 async def test_its_repr_says_to_await_it(double):
     pending = double(X)
     assert repr(pending) == "<awaitable result of double_job(...): await it for the value>"

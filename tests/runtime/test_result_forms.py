@@ -2,11 +2,14 @@
 import asyncio
 import threading
 
+import anyio
 import numpy as np
 import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+
+from concurrently import gather
 
 from .jobs import X, Y, make_predict, make_train, reference_losses
 
@@ -40,14 +43,18 @@ def test_a_queued_steps_callback_runs_on_the_delivery_thread_not_the_caller():
     assert threads == ["aioflow-delivery"]
 
 
+@pytest.mark.anyio
 async def test_await_form_matches_blocking_form():
-    expected = await asyncio.to_thread(reference_losses, 5)
+    expected = await anyio.to_thread.run_sync(reference_losses, 5)
     train = make_train()
     got = [float((await train(X, Y)).mean()) for _ in range(5)]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-async def test_await_form_returns_awaitable_not_value():
+@pytest.mark.anyio
+async def test_await_form_returns_awaitable_not_value(anyio_backend):
+    import sniffio
+    assert sniffio.current_async_library() == anyio_backend   # the loop it claims to run on
     predict = make_predict()
     pending = predict(X)
     assert not isinstance(pending, np.ndarray)
@@ -68,10 +75,11 @@ async def test_callback_in_async_code_runs_on_callers_loop():
     assert seen == [(i, True) for i in range(4)]
 
 
+@pytest.mark.anyio
 async def test_hundreds_of_concurrent_awaits_each_get_their_own_result():
     predict = make_predict()
     inputs = [np.full((4, 3), i, np.float32) for i in range(300)]
-    results = await asyncio.gather(*(predict(x) for x in inputs))
+    results = await gather(predict(x) for x in inputs)
     weights = await flow.get_all_variables()
     for x, y in zip(inputs, results):
         np.testing.assert_allclose(y, x @ weights["fc-weight"].T + weights["fc-bias"],
@@ -91,6 +99,23 @@ def test_legacy_get_and_async_get():
     job(X).async_get(lambda r: seen.append(r["x"].ndarray().sum()))
     flow.sync_default_session()
     assert seen == [pytest.approx(X.sum())]
+
+
+async def test_legacy_async_get_in_async_code_runs_on_callers_loop():
+    # docs/runtime.md, "Where a result or a callback is handled"
+    @flow.global_function(flow.function_config())
+    def job(x=flow.FixedTensorDef((4, 3))):
+        return x * 2
+
+    loop = asyncio.get_running_loop()
+    seen = []
+    job(X).async_get(lambda r: seen.append(asyncio.get_running_loop() is loop))
+    await flow.sync_default_session()
+    for _ in range(10):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == [True]
 
 
 def test_none_annotation_returns_none_after_the_step():

@@ -5,6 +5,7 @@ import asyncio
 import signal
 import threading
 
+import anyio
 import numpy as np
 import pytest
 
@@ -23,8 +24,9 @@ def fresh_session():
     flow.clear_default_session()
 
 
+@pytest.mark.anyio
 async def test_a_small_awaited_train_step_runs_on_the_loop_with_the_same_losses():
-    expected = await asyncio.to_thread(reference_losses, 5)
+    expected = await anyio.to_thread.run_sync(reference_losses, 5)
     train = make_train()
     assert train.compiled_for(default_session()).fits_on_loop
     threads = ran_on(train)
@@ -129,6 +131,7 @@ async def test_a_queued_awaited_step_reads_its_arguments_as_they_were_at_the_cal
     await busy
 
 
+@pytest.mark.anyio
 async def test_steps_awaited_back_to_back_on_the_loop_let_other_tasks_run():
     train = make_train()
     assert train.compiled_for(default_session()).fits_on_loop
@@ -138,9 +141,10 @@ async def test_steps_awaited_back_to_back_on_the_loop_let_other_tasks_run():
         nonlocal beats
         while True:
             beats += 1
-            await asyncio.sleep(0)
-    beat = asyncio.create_task(heartbeat())
-    for _ in range(20):
-        await train(X, Y)
-    beat.cancel()
+            await anyio.sleep(0)
+    async with anyio.create_task_group() as group:
+        group.start_soon(heartbeat)
+        for _ in range(20):
+            await train(X, Y)
+        group.cancel_scope.cancel()
     assert beats >= 19      # the other task ran between the steps

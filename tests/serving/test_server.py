@@ -15,6 +15,7 @@ import zlib
 import httpx
 import numpy as np
 import pytest
+import pytest_asyncio
 from asgi_lifespan import LifespanManager
 from PIL import Image
 
@@ -62,7 +63,7 @@ def config(checkpoint, **overrides):
     return serve_mnist.ServerConfig(**settings)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def client(checkpoint):
     app = serve_mnist.create_app(config(checkpoint))
     async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
