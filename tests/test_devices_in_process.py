@@ -354,6 +354,33 @@ def test_watch_and_state_updates_are_device_zeros(devices):
     assert flow.get_all_variables()["counter"].tolist() == [1.0]
 
 
+def test_a_watched_diff_is_device_zeros(devices):
+    # the ones-seeded diff of device 0's loss, as a rank's handler sees its own
+    devices(2)
+    seen = []
+
+    @flow.global_function(type="train", function_config=_mirrored())
+    def train(x: tp.ListNumpy.Placeholder((4, 3)),
+              y: tp.ListNumpy.Placeholder((4,), dtype=flow.int32)) -> tp.ListNumpy:
+        logits = _dense(x)
+        flow.watch_diff(flow.get_variable("dense-weight", shape=(5, 3)), seen.append)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [LR]),
+                           momentum=0).minimize(loss)
+        return loss
+
+    x, y = _data()
+    train.graph
+    weight, bias = _variables()
+    train([x[:4], x[4:]], [y[:4], y[4:]])
+    logits = x[:4] @ weight.T + bias
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(4), y[:4]] -= 1
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], p.T @ x[:4], rtol=1e-5, atol=1e-6)
+
+
 def test_device_parts_of_other_shapes(devices):
     """Mirrored placeholders are dynamic: each device may take a smaller array (a variant
     traced for the devices' shapes); the gradient is the average of the devices' own, as

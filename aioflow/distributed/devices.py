@@ -135,7 +135,9 @@ class DeviceTraces:
     after the last the job's target is device 0's optimizer over every part's loss.
     What a part does beside computing stays device 0's alone, as a rank's own does:
     updates of state inside the job (batch normalization's moving statistics,
-    ``flow.assign``) and ``flow.watch`` / ``watch_diff`` handlers."""
+    ``flow.assign``) and ``flow.watch`` / ``watch_diff`` handlers (a watched variable's
+    diff is that of device 0's loss: ``graph.other_devices`` names the other parts'
+    blobs)."""
 
     def __init__(self, graph, devices: JobDevices):
         self.graph = graph
@@ -173,6 +175,7 @@ class DeviceTraces:
         graph.nodes[nodes:] = [n for n in graph.nodes[nodes:]
                                if not (n.op.side_effect and not n.outputs)]
         del graph.watches[watches:]
+        graph.other_devices |= {b.id for n in graph.nodes[nodes:] for b in n.outputs}
 
     def finish(self) -> None:
         """Set the job's training target from every part's (after the last part)."""

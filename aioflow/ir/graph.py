@@ -115,9 +115,11 @@ class Graph:
         # Several devices in one process (aioflow.distributed.devices): the job's devices
         # (a JobDevices; None while a job is traced for one device alone), and the prefix
         # of the op names traced for device 1 and up ("device1-"), so that the parts'
-        # ops keep distinct names while their variables keep the same ones.
+        # ops keep distinct names while their variables keep the same ones; the blobs
+        # those parts computed (what is device 0's alone leaves them out).
         self.devices = None
         self.device_prefix = ""
+        self.other_devices: set[int] = set()   # ids of the blobs of devices 1 and up
 
     # -- construction ------------------------------------------------------------------
     def new_blob(self, shape, dtype, producer=None, index=0) -> Blob:

@@ -427,7 +427,9 @@ def build_training(graph) -> None:
         for loss in loss_list:
             raw = gradients(graph, loss, params + watched)
             scale = model_diff_scale(loss)
-            for blob_id, grad in raw.items():
+            # (the watched diffs of a job of several devices are device 0's part's:
+            # aioflow/distributed/devices.py)
+            for blob_id, grad in ({} if loss.id in graph.other_devices else raw).items():
                 seen[blob_id] = grad if blob_id not in seen else seen[blob_id] + grad
             for param in params:
                 if param.id in raw:
