@@ -42,11 +42,11 @@ from . import model_summary
 from .inputs import convert_argument
 from ..ops import tensor_buffer
 from ..ir import Graph, tracing
-from ..runtime.calls import call_job
+from ..runtime.calls import await_value, call_job
 from ..runtime import malloc
 from ..backends.device import InFlight, submit_step
 from ..backends.graph_capture import CapturedStep
-from ..runtime.results import foreign_async_library, running_loop
+from ..runtime.results import JobCall, foreign_async_library, running_loop
 from .signature import (bind_arguments, flatten_result, read_parameters, read_return,
                         rebuild_result)
 
@@ -160,6 +160,15 @@ class JobFunction:
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         spec = self.return_spec
+        if not (spec.callback or spec.is_legacy) and running_loop() is not None:
+            # Awaited on an asyncio loop: the call makes only the awaitable. Binding,
+            # checks and compiling run when it runs, at its turn on the loop (as an
+            # ``async def`` body would run then): a burst of calls gathered at once costs
+            # the gathering iteration ~4 us a call, not ~15, and their set-up is spread
+            # over the iterations that follow (runtime/turns.py; issue 29's loop gap).
+            # A bad argument raises at the await.
+            session = session_mod.default_session()
+            return JobCall(self._awaited(session, args, kwargs), self.__name__)
         # Arguments are copied where the call returns before its step has read them, so
         # the caller may reuse its buffers at once. An awaited call copies later, and only
         # if its step is queued rather than run on the loop (runtime/calls.py).
@@ -181,6 +190,15 @@ class JobFunction:
                 known.note_caller_arrived()
                 if not known.fits_inline:
                     private = known.private_copy
+        compiled, arrays = self._prepared(session, known, args, kwargs, private)
+        return call_job(self, compiled, arrays, copied=bool(private))
+
+    def _awaited(self, session, args, kwargs):
+        return await_value(lambda: self._prepared(session, session.compiled.get(id(self)),
+                                                  args, kwargs, private=False))
+
+    def _prepared(self, session, known, args, kwargs, private):
+        """(the compiled job, the call's arrays): bound and checked, then compiled."""
         devices = known.devices if known is not None else self.devices_for(session)
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private, devices=devices)
@@ -191,7 +209,7 @@ class JobFunction:
         compiled = self.compiled_for(session, shapes, devices)
         if compiled.label_checks or compiled.dense_list_checks:
             compiled.check_inputs(arrays)
-        return call_job(self, compiled, arrays, copied=bool(private))
+        return compiled, arrays
 
     def _bind(self, args, kwargs, private: bool = True, devices=None) -> list:
         """A call's arrays: each device's (``devices``: those of this process) one after
