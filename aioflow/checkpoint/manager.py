@@ -38,7 +38,7 @@ from typing import List, Optional
 from . import CheckPoint
 from .io import DONE_FILENAME
 from .recovery import tidy
-from ..runtime.results import blocking_entry
+from .thread import checkpoint_entry
 
 __all__ = ["SimpleCheckPointManager"]
 
@@ -72,7 +72,7 @@ class SimpleCheckPointManager:
         names = self.list_checkpoints()
         return names[-1] if names else None
 
-    @blocking_entry
+    @checkpoint_entry
     def initialize_or_restore(self) -> None:
         """Load the newest checkpoint (strictly: see ``flow.train.CheckPoint.load``); with
         none, initialize every variable and save the first checkpoint."""
@@ -84,7 +84,7 @@ class SimpleCheckPointManager:
             self._checkpoint.init()
             self._save()
 
-    @blocking_entry
+    @checkpoint_entry
     def save(self) -> None:
         """Save every variable into a new checkpoint named after the current time."""
         self._tidy()
