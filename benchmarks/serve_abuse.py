@@ -40,7 +40,6 @@ import asyncio
 import json
 import os
 import resource
-import signal
 import struct
 import subprocess
 import sys
@@ -50,7 +49,8 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_load import ROOT, SERVER, Connection, _free_port, request_bodies  # noqa: E402
+from serve_load import (ROOT, SERVER, Connection, _free_port, request_bodies,  # noqa: E402
+                        stop_server)
 from soak_common import rss_mib  # noqa: E402
 
 PREDICT = "/v1/models/mnist:predict"
@@ -428,17 +428,6 @@ async def start_server(checkpoint: str, model: str, server_flags=(),
         await asyncio.sleep(0.2)
 
 
-async def stop_server(process: subprocess.Popen) -> None:
-    """SIGINT (a graceful drain), SIGKILL after 30 s."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            await asyncio.to_thread(process.wait, 30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
 async def warm_up(port: int, body: bytes, requests: int = 50):
     """``requests`` predicts of ``body``: the probabilities every later answer must give."""
     connection = Connection("127.0.0.1", port)
@@ -509,12 +498,17 @@ def _print(name: str, phase: dict) -> None:
               f"{phase['slowloris']}", flush=True)
 
 
-def main(argv=None) -> dict:
-    argv = sys.argv[1:] if argv is None else argv
-    server_flags = []
+def split_server_flags(argv=None) -> tuple[list, list]:
+    """(this script's arguments, the server's: those after ``--``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     if "--" in argv:
         at = argv.index("--")
-        argv, server_flags = argv[:at], argv[at + 1:]
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def main(argv=None) -> dict:
+    argv, server_flags = split_server_flags(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default="./quickstart_model")
     parser.add_argument("--model", choices=("lenet", "mlp"), default="lenet")

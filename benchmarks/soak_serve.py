@@ -385,11 +385,7 @@ def _quickstart_checkpoint(workdir: str, model: str) -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    server_flags = []
-    if "--" in argv:
-        at = argv.index("--")
-        argv, server_flags = argv[:at], argv[at + 1:]
+    argv, server_flags = abuse.split_server_flags(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--checkpoint", default=None,

@@ -2,8 +2,8 @@
 
     python benchmarks/soak_train.py --minutes 30 [--save-every 60] [--dir DIR]
 
-A child process trains the seed MLP (784-512-10, Adam, batch 100) on the digits bundled
-with aioflow (``examples/mnist_util.load_data`` with ``AIOFLOW_OFFLINE=1``: no download)
+A child process trains ``examples/async_train.py``'s ``train_job`` (the seed MLP,
+784-512-10, Adam, batch 100) on the digits bundled with aioflow (``examples/mnist_util.load_data`` with ``AIOFLOW_OFFLINE=1``: no download)
 in an asyncio loop, ``loss = await train_job(x, y)``, at a fixed pace of ``--pace``
 steps a second (20; one BLAS thread: about 0.1 of a core on the 2-vCPU host of
 docs/benchmarks.md, so it can run beside benchmarks/soak_serve.py). Every ``--save-every``
@@ -87,27 +87,14 @@ async def child_main(args) -> None:
     import asyncio
 
     import aioflow as flow
-    import aioflow.typing as tp
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     from mnist_util import load_data
 
     def emit(**event):
-        print(json.dumps(event))
+        print(json.dumps(event), flush=True)
 
     flow.random.seed(0)
-
-    @flow.global_function(type="train")
-    def train_job(images: tp.Numpy.Placeholder((BATCH_SIZE, 1, 28, 28), dtype=flow.float),
-                  labels: tp.Numpy.Placeholder((BATCH_SIZE,), dtype=flow.int32)) -> tp.Numpy:
-        initializer = flow.truncated_normal(0.1)
-        reshape = flow.reshape(images, [images.shape[0], -1])
-        hidden = flow.layers.dense(reshape, 512, activation=flow.nn.relu,
-                                   kernel_initializer=initializer, name="hidden")
-        logits = flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="output")
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-        flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [1e-4])).minimize(loss)
-        return loss
-
+    from async_train import train_job   # examples/async_train.py: the seed MLP, Adam 1e-3
     (images, labels), _ = load_data(BATCH_SIZE)
     batches = len(images)
 
@@ -280,11 +267,18 @@ def run(minutes: float, workdir: str, args, log=_log) -> dict:
         if first.process.poll() is not None:
             raise SystemExit(f"the first life exited early (status {first.process.returncode});"
                              f" see {child_log}")
-        # the next save: kill it a fraction of a save's duration after it starts
-        index, saving = first.wait_for("saving", after=len(first.events),
-                                       timeout=args.save_every + 60)
-        if saving is None:
-            raise SystemExit("the first life started no save after the middle")
+        # the next save after at least one periodic save completed (so the one to
+        # resume from is not the initial checkpoint): kill it a fraction of a save's
+        # duration after it starts
+        after = len(first.events)
+        while True:
+            after, saving = first.wait_for("saving", after=after,
+                                           timeout=args.save_every + 60)
+            if saving is None:
+                raise SystemExit("the first life started no save after the middle")
+            if any(e["seconds"] for e in first.of("saved")):
+                break
+            after += 1
         durations = [e["seconds"] for e in first.of("saved") if e["seconds"]]
         delay = rng.uniform(0.1, 0.7) * (np.median(durations) if durations else 0.05)
         time.sleep(max(0.0, delay - (time.time() - saving["arrived"])))
