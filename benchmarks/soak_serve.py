@@ -43,11 +43,12 @@ verdict (exit status 1 if it fails):
   probabilities; no abuse request answered 500 or left without an answer (hung); the
   server alive and healthy at the end, with no traceback in its log.
 
-The pace, on the 2-vCPU host of docs/benchmarks.md: the server spends about 0.1 to 0.2
-of a core (8 LeNet steps a second of a batch-64 job, the bomb rounds' parsing) and this
-process about 0.1 (its clients, and the bombs' bodies, built once): well under half a
-core each, so it can run beside the training soak (benchmarks/soak_train.py). Each
-minute's row shows the measured figures.
+The pace, on the 2-vCPU host of docs/benchmarks.md: the server spends about a quarter
+of a core (23% and 29% on average in the two runs there, at most 39% in a minute: mostly
+8 LeNet steps a second of its batch-64 job, then the bomb rounds' parsing) and this
+process under 2% (its clients; the bombs' bodies are built once): under half a core
+each, so it can run beside the training soak (benchmarks/soak_train.py). Each minute's
+row shows the measured figures.
 """
 from __future__ import annotations
 

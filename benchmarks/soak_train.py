@@ -3,10 +3,11 @@
     python benchmarks/soak_train.py --minutes 30 [--save-every 60] [--dir DIR]
 
 A child process trains ``examples/async_train.py``'s ``train_job`` (the seed MLP,
-784-512-10, Adam, batch 100) on the digits bundled with aioflow (``examples/mnist_util.load_data`` with ``AIOFLOW_OFFLINE=1``: no download)
-in an asyncio loop, ``loss = await train_job(x, y)``, at a fixed pace of ``--pace``
-steps a second (20; one BLAS thread: about 0.1 of a core on the 2-vCPU host of
-docs/benchmarks.md, so it can run beside benchmarks/soak_serve.py). Every ``--save-every``
+784-512-10, Adam, batch 100) on the digits bundled with aioflow
+(``examples/mnist_util.load_data`` with ``AIOFLOW_OFFLINE=1``: no download) in an
+asyncio loop, ``loss = await train_job(x, y)``, at a fixed pace of ``--pace`` steps a
+second (20; one BLAS thread: 15% of a core on the 2-vCPU host of docs/benchmarks.md, so
+it can run beside benchmarks/soak_serve.py). Every ``--save-every``
 seconds it saves a checkpoint with ``await manager.save()``
 (``flow.train.SimpleCheckPointManager``: ``<dir>/snapshot_<time>``, written to a hidden
 folder and renamed into place whole) and starts with ``await
