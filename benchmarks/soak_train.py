@@ -17,8 +17,9 @@ so a resumed run sees the very batches the killed one saw after the same checkpo
 The child reports every step (step, loss, step time) and every save (its name, its step,
 a sha256 of each variable it holds) as JSON lines.
 
-At about the middle of ``--minutes`` the parent waits for the child to start a save and
-SIGKILLs it a fraction of a save's duration later (so the kill usually lands inside the
+At about the middle of ``--minutes`` (``--kill-at`` seconds) the parent waits for the
+child to start a save (after at least one periodic save, so the checkpoint to resume from
+is not the initial one) and SIGKILLs it a fraction of a save's duration later (so the kill usually lands inside the
 save, leaving a half-written hidden folder), then starts it again. It checks:
 
 * **resumed from the last whole checkpoint**: the second life restored the newest

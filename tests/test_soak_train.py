@@ -3,7 +3,7 @@
 A child trains the seed MLP with Adam from async code (``await train_job``), saving with
 ``await SimpleCheckPointManager.save()`` every second; it is SIGKILLed inside a save and
 started again. The second life must restore the newest whole checkpoint (not the
-half-written one), bit for bit, at its step, replay the first life's losses exactly, and
+half-written one), bit for bit, at its step, replay the first life's losses (to 1e-5), and
 find the killed save's leftover removed (the 30-minute version is the soak)."""
 import os
 import sys
