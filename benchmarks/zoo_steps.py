@@ -51,19 +51,14 @@ CASES = ("aioflow eager", "aioflow fused", "aioflow graph", "torch eager", "torc
 DEFAULT_CASES = CASES[:4]   # torch.compile takes minutes to compile a zoo model
 
 
-def tiny_bert():
-    return dict(vocab_size=100, seq_length=16, hidden_size=64, num_hidden_layers=2,
-                num_attention_heads=2, intermediate_size=256, max_position_embeddings=32)
-
-
 def _bert_cfg(args):
-    return Z.bert_cfg(args.dropout, **(tiny_bert() if args.tiny else {}))
+    return Z.bert_cfg(args.dropout, **(Z.tiny_bert() if args.tiny else {}))
 
 
 def inputs_of(name: str, batch: int, args) -> tuple:
     """The fixed batch every case of model ``name`` trains on (numpy arrays)."""
     if name == "resnet50":
-        return Z.resnet50_batch(batch, *((32, 10) if args.tiny else (224, 1000)))
+        return Z.image_batch(batch, *((32, 10) if args.tiny else (224, 1000)))
     if name == "bert_base":
         return Z.bert_batch(_bert_cfg(args), batch)
     rng = np.random.default_rng(0)
