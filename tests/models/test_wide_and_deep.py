@@ -44,7 +44,8 @@ def _model(dense_fields, wide_sparse_fields, deep_sparse_fields):
         deep_features = flow.nn.dropout(deep_features, rate=0.1)
     deep_scores = flow.layers.dense(
         deep_features, units=1, kernel_initializer=flow.glorot_uniform_initializer(),
-        bias_initializer=flow.constant_initializer(0.0), name="fc3")
+        bias_initializer=flow.constant_initializer(0.0),
+        name="fc" + str(len(DEEP_HIDDEN_UNITS) + 1))
     return wide_scores + deep_scores
 
 
