@@ -309,24 +309,27 @@ def inception_v3_torch_net(classes=1000, div=1):
 
 
 def classifier_torch_net(name, tiny=False):
-    """``(net, optimizer)``: image classifier ``name`` in PyTorch at full size or at the
-    tests' (``tiny``), SGD with momentum 0.9 at 0.01; the zoo's L2 regularization of the
-    convolution weights of test_cnns.py's models as their weight decay (5e-5)."""
-    import torch
+    """Image classifier ``name`` in PyTorch at full size or at the tests' (``tiny``)."""
     classes, div = (10, 8) if tiny else (1000, 1)
     image, hidden = (TINY_IMAGE if tiny else IMAGE)[name], 4096 // (64 if tiny else 1)
     if name in ("resnet50", "resnext50"):
-        groups = 1 if name == "resnet50" else 8 if tiny else 32
-        net = resnet50_torch_net(classes, div, groups)
-        return net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    net = {"alexnet": lambda: alexnet_torch_net(classes, div, hidden, image),
-           "vgg16_bn": lambda: vgg16_bn_torch_net(classes, div, hidden, image),
-           "mobilenet_v2": lambda: mobilenet_v2_torch_net(classes, div),
-           "inception_v3": lambda: inception_v3_torch_net(classes, div)}[name]()
-    convs = [p for p in net.parameters() if p.ndim == 4]
-    others = [p for p in net.parameters() if p.ndim != 4]
-    return net, torch.optim.SGD([dict(params=convs, weight_decay=5e-5), dict(params=others)],
-                                lr=0.01, momentum=0.9)
+        return resnet50_torch_net(classes, div, 1 if name == "resnet50" else 8 if tiny else 32)
+    return {"alexnet": lambda: alexnet_torch_net(classes, div, hidden, image),
+            "vgg16_bn": lambda: vgg16_bn_torch_net(classes, div, hidden, image),
+            "mobilenet_v2": lambda: mobilenet_v2_torch_net(classes, div),
+            "inception_v3": lambda: inception_v3_torch_net(classes, div)}[name]()
+
+
+def classifier_optimizer(name, params):
+    """SGD with momentum 0.9 at 0.01 over ``params`` (a list), test_cnns.py's L2
+    regularization of its convolution weights as their weight decay (5e-5); none for the
+    ResNets (as this benchmark's first ResNet-50 row ran)."""
+    import torch
+    decayed = [p.ndim == 4 and not name.startswith("res") for p in params]
+    return torch.optim.SGD([dict(params=[p for p, d in zip(params, decayed) if d],
+                                 weight_decay=5e-5),
+                            dict(params=[p for p, d in zip(params, decayed) if not d])],
+                           lr=0.01, momentum=0.9)
 
 
 def classifier_pair(name):
@@ -338,7 +341,8 @@ def classifier_pair(name):
 
     def make_torch(tiny=False):
         import torch
-        net, optimizer = classifier_torch_net(name, tiny)
+        net = classifier_torch_net(name, tiny)
+        optimizer = classifier_optimizer(name, list(net.parameters()))
         images, labels = image_batch(BATCH, (TINY_IMAGE if tiny else IMAGE)[name],
                                      10 if tiny else 1000)
         x, y = torch.from_numpy(images), torch.from_numpy(labels).long()
