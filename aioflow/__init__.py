@@ -16,6 +16,10 @@ from . import (checkpoint, config, data, distributed, env, initializers, layers,
 from . import experimental, linalg, quantization, system
 from . import detection, image
 from . import session
+from . import deprecated
+from ._core.deprecation import is_deprecated
+from .engine.modes import enable_eager_execution
+from .scope import name_scope
 from ._core import dtypes
 from .oneflow_ops.image_api import (
     Resize as image_resize,
@@ -23,6 +27,7 @@ from .oneflow_ops.image_api import (
     decode as image_decode,
     flip as image_flip,
     normalize as image_normalize,
+    random_crop as image_random_crop,
     target_resize as image_target_resize,
 )
 from . import distribute  # OneFlow's schemes; flow.distributed is aioflow's multi-rank world
@@ -57,6 +62,9 @@ from .oneflow_ops.dynamic_api import (argwhere, cast_to_static_shape, dynamic_re
                                       sync_dynamic_resize, where)
 from .oneflow_ops.margin_loss import combined_margin_loss
 from .oneflow_ops.math_api import clip_by_value, in_top_k
+# OneFlow exported clip_by_value under these names too
+from .oneflow_ops.math_api import (clip_by_value as clamp, clip_by_value as clip,
+                                   clip_by_value as clip_by_scalar)
 from .oneflow_ops.math_more import (broadcast_to_compatible_with, count_not_finite,
                                     multi_count_not_finite)
 from .oneflow_ops.micro_batch import acc, pack, repeat, unpack

@@ -1,9 +1,12 @@
 """``flow.config``: process-wide settings (device counts and debug switches).
 
-Device counts are recorded and validated; aioflow runs each job on one device of the
-chosen kind (see ``flow.scope.placement``). In a world of several ranks
-(``python -m aioflow.launch``, docs/distributed.md) each rank runs one device: a count
-must then be 1 or the ranks on the host, and ``machine_num`` the hosts.
+Device counts are per machine, as in OneFlow. A job runs on every device of its default
+placement: the GPUs while ``gpu_device_num`` is above 0 (the default, 1), else the CPU
+devices of ``cpu_device_num``; with several, each computes its part of every step
+(docs/distributed.md, "Several devices in one process"; without a usable GPU the parts
+run on the CPU). In a world of several ranks (``python -m aioflow.launch``) the ranks on a
+host share its devices: a count must be 1 or a multiple of them, and ``machine_num`` the
+hosts.
 
 >>> import aioflow as flow
 >>> flow.config.gpu_device_num(1)
@@ -15,7 +18,8 @@ from ._core import settings as _store
 from ._core.settings import get as get
 from ._core.no_effect import accept as _accept
 from .config_knobs import collective_boxing, setters as _knob_setters
-from .distributed.resources import check_device_count, check_machine_count
+from .distributed.devices import check_device_count
+from .distributed.resources import check_machine_count
 from .kernels.winograd import ALGORITHMS
 
 
@@ -48,13 +52,44 @@ def _count(name, n):
 
 
 def gpu_device_num(n: int) -> None:
-    """Number of GPUs per machine to use (validated; jobs run on one device per rank)."""
+    """Number of GPUs per machine. While it is above 0 (the default, 1) a job's
+    placeholders sit on the GPUs, as in OneFlow, and the job runs on ``n`` devices: a
+    ``tp.ListNumpy`` argument holds one array per device, a consistent-view batch is split
+    over them, their gradients are averaged and the variables updated once. Without a
+    usable GPU the device parts run on the CPU; on one GPU they share it (read when a job
+    is compiled; docs/distributed.md).
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.config.gpu_device_num(2)
+    >>> config = flow.function_config()
+    >>> config.default_logical_view(flow.scope.mirrored_view())
+    >>> @flow.global_function(type="predict", function_config=config)
+    ... def double(x: tp.ListNumpy.Placeholder((2,))) -> tp.ListNumpy:
+    ...     return x * 2
+    >>> double([np.ones(2, np.float32), np.full(2, 3, np.float32)])   # one per device
+    [array([2., 2.], dtype=float32), array([6., 6.], dtype=float32)]
+    >>> flow.config.gpu_device_num(1)
+    """
     _count("gpu_device_num", n)
     _check_devices("gpu_device_num", n)
 
 
 def cpu_device_num(n: int) -> None:
-    """Number of CPU devices per machine (validated; jobs run on one device per rank)."""
+    """Number of CPU devices per machine: how many devices a job runs on where
+    ``gpu_device_num`` is 0 (see :func:`gpu_device_num`; with GPUs configured, a job's
+    placeholders sit on them, as in OneFlow).
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> flow.config.gpu_device_num(0)
+    >>> flow.config.cpu_device_num(2)
+    >>> @flow.global_function(type="predict")
+    ... def rows(x: tp.Numpy.Placeholder((4, 1))) -> tp.Numpy:
+    ...     assert x.shape == (2, 1)      # each device traces its half of the batch
+    ...     return x + 1                   # and the halves come back as one batch
+    >>> rows(np.zeros((4, 1), np.float32)).ravel()
+    array([1., 1., 1., 1.], dtype=float32)
+    >>> flow.config.cpu_device_num(1); flow.config.gpu_device_num(1)
+    """
     _count("cpu_device_num", n)
     _check_devices("cpu_device_num", n)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 
 from ._core.callsite import user_stacklevel
+from ._core.deprecation import mark_deprecated
 from .ir.distribute import (AutoDistribute as AutoDistribute,
                             BroadcastDistribute as BroadcastDistribute,
                             Distribute as Distribute, SplitDistribute as SplitDistribute,
@@ -39,24 +40,28 @@ def _deprecated(old: str, new: str) -> None:
                   DeprecationWarning, stacklevel=user_stacklevel())
 
 
+@mark_deprecated
 def mirrored_strategy():
     """Deprecated: ``flow.scope.mirrored_view()``."""
     _deprecated("mirrored_strategy", "mirrored_view")
     return mirrored_view()
 
 
+@mark_deprecated
 def consistent_strategy():
     """Deprecated: ``flow.scope.consistent_view()``."""
     _deprecated("consistent_strategy", "consistent_view")
     return consistent_view()
 
 
+@mark_deprecated
 def mirrored_strategy_enabled() -> bool:
     """Deprecated: ``flow.scope.mirrored_view_enabled()``."""
     _deprecated("mirrored_strategy_enabled", "mirrored_view_enabled")
     return mirrored_view_enabled()
 
 
+@mark_deprecated
 def consistent_strategy_enabled() -> bool:
     """Deprecated: ``flow.scope.consistent_view_enabled()``."""
     _deprecated("consistent_strategy_enabled", "consistent_view_enabled")

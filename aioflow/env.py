@@ -10,6 +10,7 @@ machines fails at once on one.
 >>> flow.env.machine([{"addr": "127.0.0.1"}])     # a single process: one machine
 """
 from __future__ import annotations
+from ._core.deprecation import mark_deprecated
 from .distributed.resources import check_machine_count
 from .distributed import world
 from .distributed.world import _hostname
@@ -108,6 +109,7 @@ def _no_effect(name: str, value, why: str, kind: type) -> None:
     accept(f"flow.env.{name}", value, why, kind)
 
 
+@mark_deprecated
 def grpc_use_no_signal(val: bool = True) -> None:
     """No effect: aioflow has no gRPC control plane (a launcher's ranks talk over MPI)."""
     _no_effect("grpc_use_no_signal", val, "it has no gRPC control plane; ranks talk over "

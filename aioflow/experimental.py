@@ -15,11 +15,20 @@ length, the first ``num_unique`` entries valid and the rest zeros, as in OneFlow
 from __future__ import annotations
 
 from ._core import dtypes
+from .oneflow_ops.experimental_api import (logical_slice as logical_slice,
+                                           logical_slice_assign as logical_slice_assign,
+                                           square_sum as square_sum)
+from .checkpoint.interface import (get_interface_blob_value as get_interface_blob_value,
+                                   set_interface_blob_value as set_interface_blob_value)
+from .engine.modes import enable_typing_check as enable_typing_check
 from .oneflow_ops.ops_api import _require_blob
+from .scope import name_scope as name_scope
 from .oneflow_ops.ssp_api import scope as scope, ssp_variable_proxy as ssp_variable_proxy
 from .ops import unique as _unique
 
-__all__ = ["unique_with_counts", "indexed_slices_reduce_sum", "ssp_variable_proxy", "scope"]
+__all__ = ["unique_with_counts", "indexed_slices_reduce_sum", "ssp_variable_proxy", "scope",
+           "square_sum", "logical_slice", "logical_slice_assign", "get_interface_blob_value",
+           "set_interface_blob_value", "enable_typing_check", "name_scope"]
 
 
 def unique_with_counts(x, out_idx=dtypes.int32, name=None):

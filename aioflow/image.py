@@ -1,5 +1,6 @@
 """``flow.image``: OneFlow v0.3.4's image preprocessing (``Resize``, ``target_resize``,
-``CropMirrorNormalize``, ``decode``, ``flip``, ``normalize``, ``batch_align``).
+``CropMirrorNormalize``, ``decode``, ``flip``, ``normalize``, ``batch_align``,
+``random_crop``).
 
 >>> import numpy as np, aioflow as flow, aioflow.typing as tp
 >>> @flow.global_function(type="predict")
@@ -19,6 +20,7 @@ from .oneflow_ops.image_api import (
     decode as decode,
     flip as flip,
     normalize as normalize,
+    random_crop as random_crop,
     resize as resize,
     target_resize as target_resize,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "decode",
     "flip",
     "normalize",
+    "random_crop",
     "resize",
     "target_resize",
 ]

@@ -91,6 +91,7 @@ from .oneflow_ops.math_api import (
     tril as tril,
     fused_scale_tril as fused_scale_tril,
     top_k as top_k,
+    clip_by_value as clip_by_value,
     in_top_k as in_top_k,
 )
 from .oneflow_ops.math_grads import (
@@ -186,6 +187,7 @@ __all__ = [
     "tril",
     "fused_scale_tril",
     "top_k",
+    "clip_by_value",
     "in_top_k",
     "gelu_grad",
     "sigmoid_grad",

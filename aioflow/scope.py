@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 
 from . import backends
 from .engine.function_config import LogicalView
 from .ir import is_tracing, current_graph
 from ._core.warn import warn_once
+from ._core.callsite import user_stacklevel
+from ._core.deprecation import mark_deprecated
 
 _DEVICE_TAGS = ("cpu", "gpu", "cuda")
 _IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(\s*-\s*(\d+))?\s*$")
@@ -77,6 +80,7 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
         yield
         return
     graph = current_graph()
+    _check_devices(graph, device_tag, machine_device_ids, len(ids))
     previous, graph.device = graph.device, device
     previous_devices, graph.placement_devices = graph.placement_devices, len(ids)
     try:
@@ -84,6 +88,21 @@ def placement(device_tag: str, machine_device_ids="0:0", hierarchy=None):
     finally:
         graph.device = previous
         graph.placement_devices = previous_devices
+
+
+def _check_devices(graph, device_tag, machine_device_ids, named: int) -> None:
+    """A job on several devices of this process (``flow.config.gpu_device_num(2)``...)
+    computes each op on all of them: a placement inside it must name that many. (A job
+    on one device per process runs each op once, whatever its placement names.)"""
+    devices = graph.devices
+    if devices is None or devices.count == 1 or named == devices.per_machine:
+        return
+    n = devices.per_machine
+    raise ValueError(
+        f"flow.scope.placement({device_tag!r}, {machine_device_ids!r}) names "
+        f"{named} device{'s' if named != 1 else ''}, but job {graph.name!r} runs on "
+        f"{devices.describe()}: a placement inside it must name them all ('0:0-{n - 1}'); "
+        "aioflow does not place ops on some of a job's devices only")
 
 
 fixed_placement = placement
@@ -141,6 +160,17 @@ def namespace(name: str):
         yield
     finally:
         graph.name_scope.pop()
+
+
+@mark_deprecated
+def name_scope(name: str):
+    """OneFlow's deprecated spelling of :func:`namespace` (exported as ``flow.name_scope``,
+    ``flow.experimental.name_scope`` and ``flow.deprecated.variable_scope``): the same
+    prefix, with a FutureWarning saying to use ``flow.scope.namespace``."""
+    warnings.warn("flow.name_scope / flow.experimental.name_scope / "
+                  "flow.deprecated.variable_scope will be removed (as in OneFlow): use "
+                  "flow.scope.namespace", FutureWarning, stacklevel=user_stacklevel())
+    return namespace(name)
 
 
 # OneFlow's deprecated spelling of flow.current_scope() (which warns, as OneFlow's did).

@@ -12,7 +12,8 @@
 # always, MPICH (unpacked, for mpiexec and libmpi) and mpi4py only where the image's own
 # cannot run. Stages, in order:
 #   env       nvidia-smi and the versions, so the figures name their device
-#   gpu_tests pytest -m gpu (CuPy backend, fusion, CUDA graphs, 2-rank CuPy, COCO on CuPy)
+#   gpu_tests pytest -m gpu (CuPy backend, fusion, CUDA graphs, 2-rank CuPy, COCO on CuPy,
+#             two device parts of one process on one GPU)
 #   matrix    the op matrix, training, checkpoint, result-form, example, seed-script, model
 #             zoo, batch-gather, watch, dynamic-input and conv-layer tests, every job on
 #             the GPU (AIOFLOW_DEVICE=gpu)
@@ -121,7 +122,7 @@ if [ $DRY -eq 1 ]; then
     # Small sizes: tests/test_gpu_check.py runs this dry run in CI, to catch a typo here
     # before a GPU's minutes are spent on it.
     stage gpu_tests 300 $PYTEST -m gpu tests/backends tests/distributed/test_mpi.py \
-        tests/data/test_coco_reader.py
+        tests/data/test_coco_reader.py tests/test_devices_in_process.py
     stage matrix 300 bash -c "set -o pipefail; AIOFLOW_DEVICE=strict $PYTEST tests/ops/test_op_matrix.py \
         -k 'relu or matmul' && AIOFLOW_DEVICE=strict $PYTEST --collect-only $MATRIX_TESTS | tail -n 1"
     stage parity 300 bash -c "cd benchmarks && $PY gpu_parity.py --device strict --steps 3 --models mlp"
@@ -133,7 +134,7 @@ else
     # Budgets sum to 9 minutes at most (the H200 took under 3 before issue 27's stages): a
     # start and a rerun of the stages that matter fit in a session's 15 device minutes.
     stage gpu_tests 100 $PYTEST -v -m gpu tests/backends tests/distributed/test_mpi.py \
-        tests/data/test_coco_reader.py
+        tests/data/test_coco_reader.py tests/test_devices_in_process.py
     stage matrix 140 env AIOFLOW_DEVICE=gpu $PYTEST $XDIST $MATRIX_TESTS
     stage parity 35 bash -c "cd benchmarks && $PY gpu_parity.py"
     stage depth 45 bash -c "cd benchmarks && $PY pipeline_depth.py --device gpu --batches 60 --rounds 3"

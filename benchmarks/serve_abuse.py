@@ -40,7 +40,6 @@ import asyncio
 import json
 import os
 import resource
-import signal
 import struct
 import subprocess
 import sys
@@ -50,19 +49,13 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_load import ROOT, SERVER, Connection, _free_port, request_bodies  # noqa: E402
+from serve_load import (ROOT, SERVER, Connection, _free_port, request_bodies,  # noqa: E402
+                        stop_server)
+from soak_common import rss_mib  # noqa: E402
 
 PREDICT = "/v1/models/mnist:predict"
 PNG = "/v1/models/mnist:classify-png"
 PROBE_EVERY = 0.05
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # -- raw clients -----------------------------------------------------------------------------
@@ -356,10 +349,13 @@ PHASES = {"slowloris": phase_slowloris, "stalled-bodies": phase_stalled_bodies,
 
 
 class Prober:
-    """One normal client: a real digit every 50 ms, its latency, status and answer."""
+    """One normal client: a real digit every ``every`` s (50 ms), its latency, status and
+    answer; on one keep-alive connection, or with ``fresh`` a new connection each time."""
 
-    def __init__(self, port: int, body: bytes, expected):
+    def __init__(self, port: int, body: bytes, expected, every: float = PROBE_EVERY,
+                 fresh: bool = False):
         self.port, self.body, self.expected = port, body, expected
+        self.every, self.fresh = every, fresh
         self.samples = []  # (time, seconds, ok)
         self._task = None
 
@@ -372,11 +368,13 @@ class Prober:
                     connection.post(PREDICT, self.body), 30)
                 ok = status == 200 and np.allclose(json.loads(payload)["predictions"],
                                                    self.expected, atol=1e-5)
+                if self.fresh:
+                    await connection.close()
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
                 ok = False
                 await connection.close()
             self.samples.append((started, time.perf_counter() - started, ok))
-            await asyncio.sleep(max(0.0, PROBE_EVERY - (time.perf_counter() - started)))
+            await asyncio.sleep(max(0.0, self.every - (time.perf_counter() - started)))
 
     def start(self):
         self._task = asyncio.ensure_future(self._run())
@@ -404,34 +402,47 @@ def _tally(results) -> dict:
     return dict(sorted(counts.items()))
 
 
-async def run(args, server_flags) -> dict:
+async def start_server(checkpoint: str, model: str, server_flags=(),
+                       stderr=subprocess.DEVNULL) -> tuple[subprocess.Popen, int]:
+    """examples/serve_mnist.py on a free loopback port, answering ``/healthz``:
+    (process, port). Raises SystemExit if it exits or is not healthy within 60 s."""
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
         "PYTHONPATH")])))
-    command = [sys.executable, SERVER, "--checkpoint", args.checkpoint, "--model", args.model,
+    command = [sys.executable, SERVER, "--checkpoint", checkpoint, "--model", model,
                "--port", str(port), "--no-access-log", "--log-level", "warning",
                *server_flags]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=stderr)
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise SystemExit("the server exited during startup")
+        try:
+            if (await Connection("127.0.0.1", port).get("/healthz"))[0] == 200:
+                return process, port
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            await stop_server(process)
+            raise SystemExit("the server did not start within 60 s")
+        await asyncio.sleep(0.2)
+
+
+async def warm_up(port: int, body: bytes, requests: int = 50):
+    """``requests`` predicts of ``body``: the probabilities every later answer must give."""
+    connection = Connection("127.0.0.1", port)
+    for _ in range(requests):
+        status, payload = await connection.post(PREDICT, body)
+    await connection.close()
+    return json.loads(payload)["predictions"]
+
+
+async def run(args, server_flags) -> dict:
+    process, port = await start_server(args.checkpoint, args.model, server_flags)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise SystemExit("the server exited during startup")
-            try:
-                if (await Connection("127.0.0.1", port).get("/healthz"))[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("the server did not start within 60 s")
-            await asyncio.sleep(0.2)
         body = request_bodies(1)[0]
         BODY[:] = [body]
-        connection = Connection("127.0.0.1", port)
-        for _ in range(50):  # warm-up, and the answer every probe must get
-            status, payload = await connection.post(PREDICT, body)
-        await connection.close()
-        expected = json.loads(payload)["predictions"]
+        expected = await warm_up(port, body)
         prober = Prober(port, body, expected)
         prober.start()
         await asyncio.sleep(2)
@@ -461,13 +472,7 @@ async def run(args, server_flags) -> dict:
         results["prober_total"] = prober.between(0, time.perf_counter())
         return results
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.to_thread(process.wait, 30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        await stop_server(process)
 
 
 def _print(name: str, phase: dict) -> None:
@@ -493,12 +498,17 @@ def _print(name: str, phase: dict) -> None:
               f"{phase['slowloris']}", flush=True)
 
 
-def main(argv=None) -> dict:
-    argv = sys.argv[1:] if argv is None else argv
-    server_flags = []
+def split_server_flags(argv=None) -> tuple[list, list]:
+    """(this script's arguments, the server's: those after ``--``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     if "--" in argv:
         at = argv.index("--")
-        argv, server_flags = argv[:at], argv[at + 1:]
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def main(argv=None) -> dict:
+    argv, server_flags = split_server_flags(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default="./quickstart_model")
     parser.add_argument("--model", choices=("lenet", "mlp"), default="lenet")

@@ -263,13 +263,18 @@ async def run_mode(mode: str, args, bodies) -> dict:
         await _wait_healthy(process, port)
         return await measure("127.0.0.1", port, args, bodies)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                await asyncio.to_thread(process.wait, 30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        await stop_server(process)
+
+
+async def stop_server(process: subprocess.Popen) -> None:
+    """SIGINT (a graceful drain), SIGKILL after 30 s."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            await asyncio.to_thread(process.wait, 30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 def _print(mode: str, r: dict) -> None:

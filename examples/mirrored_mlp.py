@@ -1,13 +1,15 @@
-"""The mirrored-view example of OneFlow's "consistent and mirrored view" guide, on ranks:
+"""The mirrored-view example of OneFlow's "consistent and mirrored view" guide: two
+devices, each computing on its half of the batch of 100.
 
-    python -m aioflow.launch -n 2 examples/mirrored_mlp.py
+    python examples/mirrored_mlp.py                            # 2 devices in one process
+    python -m aioflow.launch -n 2 examples/mirrored_mlp.py     # 2 ranks of one device
 
-Each rank is one device: the batch of 100 is cut in two ListNumpy halves, rank r
-computes on half r, the gradients are averaged over the ranks, and the ListNumpy loss
-comes back from both ranks, so every rank prints the same. Run alone (a world of one
-device), it feeds the whole batch as a list of one. OneFlow's original set
-``gpu_device_num(2)`` and ran on two GPUs of one process; here the device count per
-machine is the number of ranks on it.
+As in OneFlow, ``flow.config.gpu_device_num(2)`` sets two devices per machine (run on the
+CPU where no GPU is usable). Alone, the process runs both: the batch is cut in two
+ListNumpy halves, device d computes on half d, the gradients are averaged and the
+variables updated once (docs/distributed.md, "Several devices in one process"). Under the
+launcher the ranks on the host share the machine's devices, one each, and the ListNumpy
+loss comes back from both, so every rank prints the same. Both train alike.
 """
 import argparse
 
@@ -17,7 +19,8 @@ import aioflow as flow
 import aioflow.typing as tp
 
 BATCH_SIZE = 100
-DEVICES = flow.distributed.size()
+RANKS = flow.distributed.size()
+DEVICES = max(2, RANKS)   # the world's devices: two in one process, or one per rank
 BATCH_SIZE_PER_DEVICE = BATCH_SIZE // DEVICES
 
 
@@ -46,7 +49,8 @@ def train_job(
 
 
 def main(steps: int) -> None:
-    flow.config.cpu_device_num(DEVICES)
+    # devices per machine, shared by the ranks on it
+    flow.config.gpu_device_num(DEVICES // RANKS * flow.distributed.world().local_size)
     flow.random.seed(0)
     check_point = flow.train.CheckPoint()
     check_point.init()

@@ -563,3 +563,28 @@ def test_the_documented_old_path_is_the_same_module():
     import aioflow.checkpoint_io as old_path
     from aioflow.checkpoint_io import CheckpointError as old_error
     assert old_path is checkpoint_io and old_error is CheckpointError
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fds via /proc")
+def test_every_file_and_folder_is_fsynced_before_the_rename(tmp_path, monkeypatch):
+    # docs/faults.md, atomic saves: every file, then its folder, is fsynced and
+    # snapshot_done written last, all before the folder is renamed into place; the
+    # parent is fsynced after the rename
+    from aioflow.checkpoint import swap as checkpoint_swap
+    synced, real_fsync, real_install = [], os.fsync, checkpoint_swap.install
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def install(tmp, target, overwrite):
+        synced.append("<rename>")
+        return real_install(tmp, target, overwrite)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(checkpoint_swap, "install", install)
+    save_arrays(str(tmp_path / "c"), {"w": np.ones(3, np.float32), "b": np.zeros(2, np.int32)})
+    tmp = next(os.path.dirname(p) for p in synced if p.endswith("snapshot_done"))
+    relative = [p if p == "<rename>" else os.path.relpath(p, tmp) for p in synced]
+    per_variable = lambda v: [f"{v}/out", f"{v}/meta", f"{v}/sha256sum", v]  # noqa: E731
+    assert relative == (per_variable("w") + per_variable("b")   # in the dict's order
+                        + ["snapshot_done", ".", "<rename>", os.path.relpath(tmp_path, tmp)])

@@ -148,6 +148,47 @@ def test_decode_flip_normalize_and_batch_align():
     np.testing.assert_allclose(aligned[0], padded, rtol=1e-6)
 
 
+def test_random_crop_draws_oneflows_windows_from_its_seed_every_step():
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (20, 30, 3), dtype=np.uint8),
+              rng.integers(0, 256, (16, 12, 3), dtype=np.uint8)]
+
+    @flow.global_function(function_config=_mirrored())
+    def crop(data: tp.ListListNumpy.Placeholder(_static(images), dtype=flow.uint8)
+             ) -> tp.ListListNumpy:
+        cropped = flow.image.random_crop(flow.tensor_list_to_tensor_buffer(data), seed=7,
+                                         random_area=(0.2, 0.9))
+        return flow.tensor_buffer_to_tensor_list(cropped, shape=_static(images)[1:],
+                                                 dtype=flow.uint8)
+
+    # the oracle: the same windows drawn in order from a generator seeded alike
+    oracle = np.random.default_rng(7)
+    for step in range(3):                       # new windows every step
+        got = crop(_as_list(images))[0]
+        for image, out in zip(images, got):
+            (y, x), (h, w) = kimage.random_crop_window(image.shape[:2], (0.2, 0.9),
+                                                       (0.75, 1.333333), 10, oracle)
+            np.testing.assert_array_equal(out[0], image[y:y + h, x:x + w])
+
+
+def test_random_crop_refuses_bad_arguments_naming_them():
+    @flow.global_function(function_config=_mirrored())
+    def job(data: tp.ListListNumpy.Placeholder((1, 4, 4, 3), dtype=flow.uint8)
+            ) -> tp.ListListNumpy:
+        buffer = flow.tensor_list_to_tensor_buffer(data)
+        with pytest.raises(ValueError, match="random_area must satisfy"):
+            flow.image.random_crop(buffer, random_area=(0.5, 1.5))
+        with pytest.raises(ValueError, match="num_attempts must be a positive int"):
+            flow.image.random_crop(buffer, num_attempts=0)
+        with pytest.raises(TypeError, match="seed must be an int"):
+            flow.image.random_crop(buffer, seed=1.5)
+        return flow.tensor_buffer_to_tensor_list(flow.image_random_crop(buffer),
+                                                 shape=(4, 4, 3), dtype=flow.uint8)
+
+    out = job([[np.zeros((1, 4, 4, 3), np.uint8)]])
+    assert out[0][0].shape[1] <= 4 and out[0][0].shape[2] <= 4
+
+
 def test_box_and_polygon_transforms_on_tensor_buffers():
     boxes = [np.array([[1, 2, 5, 6], [0, 0, 9, 3]], np.float32),
              np.array([[2, 1, 3, 4]], np.float32)]

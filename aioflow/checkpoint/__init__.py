@@ -28,7 +28,7 @@ import numpy as np
 from . import io as checkpoint_io
 from . import ranks
 from .io import CheckpointError, CheckpointWarning
-from ..runtime.results import blocking_entry
+from .thread import checkpoint_entry
 from .._core.callsite import user_stacklevel
 from ..engine.session import default_session
 from ..optimizer import SLOT_NAMES
@@ -63,7 +63,7 @@ def _ready_session():
     return session
 
 
-@blocking_entry
+@checkpoint_entry
 def get_all_variables() -> dict[str, np.ndarray]:
     """A copy of every variable's value, by name."""
     session = _ready_session()
@@ -71,7 +71,7 @@ def get_all_variables() -> dict[str, np.ndarray]:
         return {name: record.host_value() for name, record in session.variables.items()}
 
 
-@blocking_entry
+@checkpoint_entry
 @ranks.rank0_writes("saving a checkpoint", prepare=_ready_session)
 def save(path, var_dict=None, overwrite: bool = False) -> None:
     """Save every variable (or the arrays of ``var_dict``) to the directory ``path``.
@@ -89,14 +89,14 @@ def save(path, var_dict=None, overwrite: bool = False) -> None:
     checkpoint_io.save_arrays(os.fspath(path), arrays, overwrite=overwrite)
 
 
-@blocking_entry
+@checkpoint_entry
 @ranks.every_rank_reads("reading a checkpoint")
 def get(path) -> dict[str, np.ndarray]:
     """Read a checkpoint directory into a dict of arrays (nothing is assigned)."""
     return checkpoint_io.read_arrays(os.fspath(path))
 
 
-@blocking_entry
+@checkpoint_entry
 def load_variables(value_dict, ignore_mismatch: bool = True) -> None:
     """Assign variables from a dict of arrays (e.g. from ``flow.checkpoint.get``).
 
@@ -134,7 +134,7 @@ def _checked_value(record, value) -> np.ndarray:
 class CheckPoint:
     """OneFlow's checkpoint object: ``init()``, ``save(path)``, ``load(path)``."""
 
-    @blocking_entry
+    @checkpoint_entry
     def init(self) -> None:
         """Compile every job defined so far and (re)initialize all variables."""
         session = default_session()
@@ -143,13 +143,13 @@ class CheckPoint:
         with session.lock:
             session.initialize()
 
-    @blocking_entry
+    @checkpoint_entry
     def save(self, path, overwrite: bool = False) -> None:
         """Save all variables to ``path`` (which must not exist or be empty, unless
         ``overwrite=True`` replaces an earlier checkpoint there)."""
         save(path, overwrite=overwrite)
 
-    @blocking_entry
+    @checkpoint_entry
     @ranks.every_rank_reads("loading a checkpoint")
     def load(self, path, strict: bool = True) -> None:
         """Load every variable of the session from ``path``, all or nothing.

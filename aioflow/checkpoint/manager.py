@@ -4,7 +4,13 @@ Each :meth:`~SimpleCheckPointManager.save` writes a complete checkpoint (OneFlow
 see :mod:`aioflow.checkpoint`) into ``<root_path>/<prefix><YYYYmmdd_HHMMSS_ffffff>``, so
 names sort in the order they were saved; :meth:`~SimpleCheckPointManager.
 initialize_or_restore` loads the newest complete one, or initializes the variables and
-saves a first checkpoint when there is none.
+saves a first checkpoint when there is none. Called where an event loop runs, both return
+awaitables, like ``CheckPoint.save``/``load`` (``await manager.save()``).
+
+Each save has a new name, so the per-path clean-up of ``CheckPoint.save``/``load`` (see
+:mod:`aioflow.checkpoint.recovery`) never meets a killed save's leftover again: ``save``
+and ``initialize_or_restore`` remove the ``.<prefix>*.tmp-*``/``.old-*`` leftovers of
+dead saves under ``root_path`` themselves (a running save's, locked, are left alone).
 
 >>> import numpy as np, tempfile, aioflow as flow, aioflow.typing as tp
 >>> flow.clear_default_session()
@@ -26,10 +32,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from typing import List, Optional
 
 from . import CheckPoint
 from .io import DONE_FILENAME
+from .recovery import tidy
+from .thread import checkpoint_entry
 
 __all__ = ["SimpleCheckPointManager"]
 
@@ -63,19 +72,34 @@ class SimpleCheckPointManager:
         names = self.list_checkpoints()
         return names[-1] if names else None
 
+    @checkpoint_entry
     def initialize_or_restore(self) -> None:
         """Load the newest checkpoint (strictly: see ``flow.train.CheckPoint.load``); with
         none, initialize every variable and save the first checkpoint."""
+        self._tidy()
         name = self.latest_checkpoint()
         if name is not None:
             self._checkpoint.load(self._path(name))
         else:
             self._checkpoint.init()
-            self.save()
+            self._save()
 
+    @checkpoint_entry
     def save(self) -> None:
         """Save every variable into a new checkpoint named after the current time."""
+        self._tidy()
+        self._save()
+
+    def _save(self) -> None:
         self._checkpoint.save(self._path(self._next_name()))
+
+    def _tidy(self) -> None:
+        """Remove the leftovers of dead saves of any ``<prefix>*`` name under the root."""
+        pattern = re.compile(rf"\.({re.escape(self._prefix)}.*)\.(tmp|old)-[0-9a-f]{{8}}")
+        bases = {match.group(1) for match in map(pattern.fullmatch,
+                                                  os.listdir(self._root_path)) if match}
+        for base in sorted(bases):
+            tidy(self._path(base), DONE_FILENAME)
 
     def _next_name(self) -> str:
         # Later than every existing name, even within one microsecond or after the clock

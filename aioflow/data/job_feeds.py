@@ -24,10 +24,11 @@ class FeedSource:
     from each (a decode function and the placeholder it fills)."""
 
     def __init__(self, graph, batches: Callable[[], Iterable], what: str):
-        if distributed.is_distributed():
+        devices = graph.devices
+        if distributed.is_distributed() or (devices is not None and devices.count > 1):
             raise NotImplementedError(f"{what}: readers inside a job are not supported with "
-                                      "several ranks yet; feed each rank's batches as "
-                                      "arguments")
+                                      "several ranks or devices yet; feed each device's "
+                                      "batches as arguments")
         self.graph = graph
         self.batches = batches
         self.what = what

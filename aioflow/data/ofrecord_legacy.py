@@ -26,6 +26,7 @@ from .._core import dtypes
 from .. import initializers as _initializers
 from .._core import seeds
 from .._core.callsite import user_stacklevel
+from .._core.deprecation import mark_deprecated
 from ..ir import current_graph
 from . import ofrecord_decode as decode
 from .job_feeds import FeedSource
@@ -191,6 +192,7 @@ def _cast(values: np.ndarray, shape: tuple, dtype: np.dtype, what: str) -> np.nd
     return np.ascontiguousarray(values.astype(dtype, copy=False))
 
 
+@mark_deprecated
 def decode_ofrecord(ofrecord_dir: str, blobs, batch_size: int = 1, data_part_num: int = 1,
                     part_name_prefix: str = "part-", part_name_suffix_length: int = -1,
                     shuffle: bool = False, buffer_size: int = 1024, name: str | None = None):

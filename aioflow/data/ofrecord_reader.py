@@ -31,6 +31,7 @@ from . import ofrecord_decode as decode
 from .ofrecord import part_paths
 from .ofrecord_stream import ReaderBatch, RecordStream
 from .._core import seeds
+from ..kernels.image import crop_range, random_crop_window
 from ..ops.tensor_buffer import object_array
 
 __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
@@ -180,8 +181,8 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
     if isinstance(num_attempts, bool) or not isinstance(num_attempts, (int, np.integer)) \
             or num_attempts < 1:
         raise ValueError(f"{what}: num_attempts must be a positive int, got {num_attempts!r}")
-    area = _range(what, "random_area", random_area, upper=1.0)
-    ratio = _range(what, "random_aspect_ratio", random_aspect_ratio)
+    area = crop_range(what, "random_area", random_area, upper=1.0)
+    ratio = crop_range(what, "random_aspect_ratio", random_aspect_ratio)
     rng = np.random.default_rng(seeds.loader_seed() if seed is None else seed)
 
     def run(records):
@@ -199,47 +200,6 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
 
 
 ofrecord_image_decoder_random_crop = OFRecordImageDecoderRandomCrop
-
-
-def random_crop_window(shape, area, ratio, num_attempts, rng):
-    """OneFlow's ``RandomCropGenerator::GenerateCropWindow``: ((y, x), (h, w))."""
-    H, W = shape  # noqa: N806 - OneFlow's names
-    min_ratio, max_ratio = ratio
-    min_area = W * H * area[0]
-    max_w = max(1, int(H * max_ratio))
-    max_h = max(1, int(W / min_ratio))
-    if H * max_w < min_area:
-        h, w = H, max_w
-    elif W * max_h < min_area:
-        h, w = max_h, W
-    else:
-        for _ in range(num_attempts):
-            target = rng.uniform(*area) * H * W
-            r = float(np.exp(rng.uniform(np.log(min_ratio), np.log(max_ratio))))
-            w = max(1, int(round(np.sqrt(target * r))))
-            h = max(1, int(round(np.sqrt(target / r))))
-            if w <= W and h <= H and min_ratio <= w / h <= max_ratio:
-                break
-        else:
-            whole = W / H
-            h, w = ((H, max_w) if whole > max_ratio else (max_h, W) if whole < min_ratio
-                    else (H, W))
-            scale = min(1.0, area[1] * W * H / (h * w))
-            h, w = max(1, int(h * np.sqrt(scale))), max(1, int(w * np.sqrt(scale)))
-    h, w = min(h, H), min(w, W)
-    return (int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))), (h, w)
-
-
-def _range(what: str, arg: str, value, upper=None) -> tuple:
-    try:
-        low, high = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: {arg} must be a (low, high) pair of numbers, got "
-                         f"{value!r}") from None
-    if not 0 < low <= high or (upper is not None and high > upper):
-        raise ValueError(f"{what}: {arg} must satisfy 0 < low <= high"
-                         f"{f' <= {upper}' if upper is not None else ''}, got {value!r}")
-    return low, high
 
 
 def ofrecord_image_classification_reader(

@@ -1,4 +1,7 @@
-"""Data parallel training over several processes (ranks), on MPI through mpi4py.
+"""Data parallel training over several devices: those of one process
+(``flow.config.gpu_device_num(2)``: :mod:`aioflow.distributed.devices`) and several
+processes (ranks), on MPI through mpi4py. The world's devices are its ranks times the
+devices of each; the rules below hold for devices, of a rank or of the world.
 
 Start a script on several ranks with ``python -m aioflow.launch -n 2 script.py`` (or
 ``mpiexec -n 2 python script.py``); each rank runs the whole script. A process that no
@@ -10,13 +13,15 @@ launcher started is a world of one, and never imports mpi4py:
 
 What changes in a world of several ranks (see docs/distributed.md):
 
-* ``tp.ListNumpy`` arguments hold one array per rank; rank ``r`` computes on element
-  ``r``. ``tp.ListNumpy`` results come back as every rank's value, on every rank.
-* ``tp.Numpy`` placeholders with a batch axis hold the whole batch; each rank computes
-  on its slice, and results come back as one process would return them (gathered along
+* ``tp.ListNumpy`` arguments hold one array per device; device ``i`` computes on
+  element ``i``. ``tp.ListNumpy`` results come back as every device's value, on every
+  rank.
+* ``tp.Numpy`` placeholders with a batch axis hold the whole batch; each device computes
+  on its slice, and results come back as one device would return them (gathered along
   the batch axis, or all-reduced when reduced over it); other jobs are refused.
-* A train job's gradients are averaged over the ranks (bucketed all-reduce, before
-  gradient clipping and the updates), so every rank applies the same update.
+* A train job's gradients are averaged over the devices (summed in the graph over a
+  process's devices, then a bucketed all-reduce among ranks, before gradient clipping
+  and the updates), so every rank applies the same update.
 * Rank 0's initial variable values are broadcast; checkpoints are written by rank 0.
 * Every collective has a deadline (``flow.config.collective_timeout``): a rank that
   fails, is killed or hangs makes the others stop with a message, never hang.

@@ -1,20 +1,21 @@
-"""The consistent view on several ranks: which values of a job carry the batch axis.
+"""The consistent view on several devices (of one process, or of several ranks): which
+values of a job carry the batch axis.
 
-A ``tp.Numpy`` placeholder with a batch axis holds the logical batch; each rank traces
-and runs the job on its slice (the batch divided by the ranks). To give back what one
-process would, every result and the training loss must be one of:
+A ``tp.Numpy`` placeholder with a batch axis holds the logical batch; each device traces
+and runs the job on its slice (the batch divided by the devices). To give back what one
+device would for the whole batch, every result and the training loss must be one of:
 
 * **batched**: it still has the batch axis (``axis``), row ``i`` computed from sample
-  ``i`` alone; gathered from the ranks and concatenated along that axis;
+  ``i`` alone; gathered from the devices and concatenated along that axis;
 * **mean** / **sum**: a ``reduce_mean`` / ``reduce_sum`` over the batch axis of a batched
   value, as the job's last op on it; all-reduced (a mean over equal shards averages
-  exactly), and a mean loss trains exactly like one process;
-* **free**: computed from variables and constants only (the same on every rank).
+  exactly), and a mean loss trains exactly like one device;
+* **free**: computed from variables and constants only (the same on every device).
 
 Anything else (batch statistics used inside the graph, as in batch normalization while
 training; an op this analysis does not know applied to batched values) is refused when
 the job is compiled, naming the op, rather than silently computing something else than
-one process would. Known ops: elementwise and broadcasting ops, ``bias_add``,
+one device would. Known ops: elementwise and broadcasting ops, ``bias_add``,
 ``matmul`` of a batched left operand, convolutions and pooling, row-wise softmax and
 cross entropies, ``reshape`` keeping the batch axis first, ``transpose``, reductions.
 """
@@ -113,7 +114,7 @@ def _rule(node, inputs) -> list:
         keep = node.attrs["keepdims"]
         return [axis if keep else axis - sum(1 for a in reduced if a < axis)]
     raise Unsupported(f"op {node.name} ({name}) on batched values: aioflow cannot tell "
-                      "whether splitting the batch over ranks changes its result")
+                      "whether splitting the batch over devices changes its result")
 
 
 def _same_axis(node, blob, axis, rows):
@@ -122,12 +123,15 @@ def _same_axis(node, blob, axis, rows):
     return axis
 
 
-def local_rows(rows: int, ranks: int, what: str) -> int:
-    if rows % ranks:
+def local_rows(rows: int, devices, what: str) -> int:
+    """The rows of one device's slice of a batch of ``rows`` split over ``devices``'s
+    world (a ``JobDevices``); ValueError naming ``what`` where they do not divide."""
+    parts = devices.world
+    if rows % parts:
         raise ValueError(f"{what}: its batch axis has {rows} rows, which do not split "
-                         f"evenly over {ranks} ranks; use a batch that is a multiple of "
-                         f"{ranks}")
-    return rows // ranks
+                         f"evenly over {devices.describe()}; use a batch that is a "
+                         f"multiple of {parts}")
+    return rows // parts
 
 
 def total(shape) -> int:

@@ -15,6 +15,7 @@ from .graph_ops import COLLECTIVE_OPS
 def job_layout(graph) -> dict:
     return {
         "job": graph.name,
+        "devices per rank": graph.devices.count if graph.devices is not None else 1,
         "placeholders": [(b.name, tuple(b.shape), b.dtype.name) for b in graph.placeholders],
         "collectives": [n.name for n in graph.nodes if n.op.name in COLLECTIVE_OPS],
         "buckets": graph.allreduce_layout,

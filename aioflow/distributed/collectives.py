@@ -5,7 +5,8 @@ MPI reads and writes host memory: on the CPU backend the step's arrays are passe
 they are; on a device backend (CuPy) the gradients travel through host buffers
 (:class:`DeviceBuckets`) and results through the backend's ``to_host``. Sums of
 floating-point gradients are divided by the world size on every rank after the
-all-reduce; with two ranks ``(a + b) / 2`` is bitwise the same on both.
+all-reduce (by the world's devices where a rank runs several); with two ranks ``(a + b)
+/ 2`` is bitwise the same on both.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ def _comm():
     return state.world().comm
 
 
-def allreduce_mean_start(arrays, what: str):
-    """Start averaging ``arrays`` (numpy, one dtype) over the ranks; returns a future of
-    the averaged arrays (views of one buffer, shaped like the inputs)."""
+def allreduce_mean_start(arrays, what: str, devices: int = 1):
+    """Start averaging ``arrays`` (numpy, one dtype) over the ranks, each the sum over its
+    ``devices``; returns a future of the averaged arrays (views of one buffer, shaped like
+    the inputs)."""
     from mpi4py import MPI
-    size = state.world().size
+    size = state.world().size * devices
     send = np.concatenate([np.ravel(a) for a in arrays]) if len(arrays) > 1 else \
         np.array(np.ravel(arrays[0]), copy=True)
     receive = np.empty_like(send)
@@ -61,9 +63,10 @@ class DeviceBuckets:
     def __init__(self):
         self._buffers: dict = {}
 
-    def start(self, backend, key, arrays, what: str):
+    def start(self, backend, key, arrays, what: str, devices: int = 1):
         """Start averaging ``arrays`` (device arrays of one dtype, produced by the kernels
-        issued so far); returns a future of the averaged flat host buffer."""
+        issued so far; on each rank the sum over its ``devices``); returns a future of the
+        averaged flat host buffer."""
         from mpi4py import MPI
         xp = backend.xp
         total = sum(int(a.size) for a in arrays)
@@ -76,7 +79,7 @@ class DeviceBuckets:
         flat = xp.concatenate([xp.ravel(a) for a in arrays]) if len(arrays) > 1 else \
             xp.ravel(arrays[0])
         downloaded = backend.copy_to_host_async(flat, send)
-        size = state.world().size
+        size = state.world().size * devices
 
         def start():
             if downloaded is not None:

@@ -1,17 +1,22 @@
-"""Collective ops inside a compiled job of several ranks, and the rewrites that add them.
+"""The rewrites of a job of several devices (of one process, of several ranks, or both),
+and the collective ops they put into it among ranks.
 
 * Gradient averaging (:func:`average_gradients`, called by ``optimizer.build_training``
-  before gradient clipping, which must see the averaged gradients): the gradients are
-  grouped into buckets in the order the backward pass produces them (at most
-  :data:`BUCKET_BYTES` each, one dtype). Each bucket's ``allreduce_start`` op is moved
-  right after the op producing its last gradient, so its ``Iallreduce`` runs on the
-  communication thread while the backward pass goes on; one ``allreduce_wait`` per bucket
-  sits after the whole backward pass, before the first update.
+  before gradient clipping, which must see the averaged gradients). The devices of one
+  process: ``build_training`` sums the gradients of every device part's loss, and this
+  divides the sum by the devices. Among ranks: the gradients are grouped into buckets in
+  the order the backward pass produces them (at most :data:`BUCKET_BYTES` each, one
+  dtype). Each bucket's ``allreduce_start`` op is moved right after the op producing its
+  last gradient, so its ``Iallreduce`` runs on the communication thread while the
+  backward pass goes on; one ``allreduce_wait`` per bucket sits after the whole backward
+  pass, before the first update.
 * Gathered results (:func:`gather_outputs`): a ``tp.ListNumpy`` (mirrored-view) result
-  becomes every rank's value stacked, so each rank gets the same list.
+  becomes every device's value (each stacked over the ranks), so each rank gets the same
+  list; a consistent job's results are combined over the devices as one device would
+  have computed them on the whole batch.
 
-The ops are not in the op registry (nor in its test matrix): they only exist in jobs of
-several ranks, and ``tests/distributed`` runs them under ``mpiexec``.
+The collective ops are not in the op registry (nor in its test matrix): they only exist
+in jobs of several ranks, and ``tests/distributed`` runs them under ``mpiexec``.
 """
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ from .._core import dtypes
 from .._core.system_names import train_step_name
 from ..ir import current_graph
 from ..ops.registry import OpDef
+from ..ops.shape import concat
 from . import collectives, state
+from .devices import one
 from .batch_split import FREE, MEAN, SUM, Unsupported, analyse
 
 BUCKET_BYTES = 1 << 20   # gradients per all-reduce: a few buckets overlap the backward pass
@@ -48,7 +55,7 @@ class StepCounter:
         return f"StepCounter({self.job!r})"
 
 
-def _start_infer(*grads, counter, bucket, first):
+def _start_infer(*grads, counter, bucket, first, devices=1):
     return [((), dtypes.int32)]
 
 
@@ -56,16 +63,17 @@ def _on_host(ctx) -> bool:
     return ctx.backend.name == "numpy"
 
 
-def _start_kernel(ctx, *grads, counter, bucket, first):
+def _start_kernel(ctx, *grads, counter, bucket, first, devices=1):
+    """(``grads``: sums over this rank's ``devices``; the average is over every device.)"""
     what = counter.describe(ctx, first, f"the gradient all-reduce of bucket {bucket}")
     ctx._pending_allreduce = getattr(ctx, "_pending_allreduce", {})
     key = (counter.job, bucket)
     if _on_host(ctx):
-        future = collectives.allreduce_mean_start(list(grads), what)
+        future = collectives.allreduce_mean_start(list(grads), what, devices)
     else:
         if not hasattr(ctx, "_device_buckets"):
             ctx._device_buckets = collectives.DeviceBuckets()
-        future = ctx._device_buckets.start(ctx.backend, key, list(grads), what)
+        future = ctx._device_buckets.start(ctx.backend, key, list(grads), what, devices)
     ctx._pending_allreduce[key] = future
     return ctx.xp.zeros((), np.int32)
 
@@ -144,29 +152,78 @@ def _counter(graph) -> StepCounter:
     return counter
 
 
-def gather_outputs(graph, kinds) -> list:
-    """``graph.outputs`` as one process would return them; called while tracing.
+_LIST_KINDS = ("list_numpy", "list_list_numpy")
 
-    A mirrored-view (``list_numpy``) result becomes every rank's value, stacked. In a job
-    with consistent-view placeholders split over the ranks, a ``tp.Numpy`` result is
-    gathered along its batch axis or all-reduced if it was reduced over the batch (see
-    :mod:`aioflow.distributed.batch_split`, which also checks the training loss)."""
-    counter = _counter(graph)
+
+def devices_of(graph):
+    """The devices the job traced into ``graph`` runs on (one where none were set)."""
+    return graph.devices or one()
+
+
+def gather_outputs(graph, per_device: list[list], kinds) -> tuple[list, tuple]:
+    """The job's results as its world of devices returns them; called while tracing,
+    after every device's part (``per_device``: each device's result blobs, in the order
+    of ``kinds``). Returns the outputs and their layout, for
+    :func:`aioflow.distributed.views.device_values`.
+
+    A mirrored-view (``list_numpy``) result is every device's value: one output per
+    device of this process, each stacked over the ranks. In a job with consistent-view
+    placeholders split over the devices, a ``tp.Numpy`` result is combined over this
+    process's devices and then over the ranks as one device would have computed it on the
+    whole batch: concatenated along its batch axis, or averaged / summed where it was
+    reduced over the batch (:mod:`aioflow.distributed.batch_split` says which, and checks
+    the training loss). In a job without them, a ``tp.Numpy`` result is this rank's own
+    value; with several devices in the process, it must be the same on each."""
+    devices = devices_of(graph)
+    ranks = state.world().size
     split = graph.split_axes
-    states = _check_split_job(graph, split) if split else {}
-    outputs = []
-    for index, (blob, kind) in enumerate(zip(graph.outputs, kinds)):
-        first = not any(n.op in _RESULT_OPS for n in graph.nodes)
-        if kind in ("list_numpy", "list_list_numpy"):
-            blob = allgather_result(blob, counter=counter, first=first,
-                                    name=f"allgather-{blob.name}")
-        elif split:
-            blob = _consistent_result(graph, blob, states, counter, first, index)
+    states = _check_split_job(graph, split, devices) if split else {}
+    varying = _varying(graph) if devices.count > 1 and not split else {}
+    counter = _counter(graph) if ranks > 1 else None
+    outputs, leaves = [], []
+    for index, kind in enumerate(kinds):
+        parts = [blobs[index] for blobs in per_device]
+        if kind in _LIST_KINDS:
+            at = []
+            for blob in parts:
+                if ranks > 1:
+                    blob = allgather_result(blob, counter=counter, first=_first(graph),
+                                            name=f"allgather-{blob.name}")
+                at.append(len(outputs))
+                outputs.append(blob)
+            leaves.append(tuple(at))
+            continue
+        blob = parts[0]
+        if split:
+            value = states.get(blob.id, FREE)
+            blob = _combine_devices(graph, parts, value, index, devices)
+            if ranks > 1:
+                blob = _consistent_result(graph, blob, value, counter, index, devices)
+        elif varying.get(blob.id, FREE) != FREE:
+            what = ("is annotated tp.Numpy" if kind == "numpy"
+                    else "is one value (the old API's result, without an annotation)")
+            raise TypeError(
+                f"job {graph.name!r}: result {index} ({blob.name}) {what}, but in the "
+                f"mirrored view each of the {devices.describe()} computes a value of its "
+                "own; annotate it tp.ListNumpy to get every device's value")
+        leaves.append(len(outputs))
         outputs.append(blob)
-    return outputs
+    return outputs, (ranks, tuple(leaves))
 
 
-def _check_split_job(graph, split) -> dict:
+def _first(graph) -> bool:
+    """Whether no collective result op was traced yet (it numbers the step)."""
+    return not any(n.op in _RESULT_OPS for n in graph.nodes)
+
+
+def _varying(graph) -> dict:
+    """Blob id -> FREE where a value is the same on every device of a mirrored job: it
+    depends on no mirrored placeholder (each device's own array)."""
+    own = graph.dynamic_inputs | graph.tensor_list_inputs
+    return analyse(graph, {b.id: 0 for b in graph.placeholders if b.id in own})
+
+
+def _check_split_job(graph, split, devices) -> dict:
     states = analyse(graph, split)
     losses = list(graph.legacy_losses)
     if graph.train_target is not None:
@@ -178,13 +235,42 @@ def _check_split_job(graph, split) -> dict:
             why = value if isinstance(value, Unsupported) else "a sum over the batch"
             raise NotImplementedError(
                 f"job {graph.name!r}: its training loss cannot be split over "
-                f"{state.world().size} ranks exactly ({why}); minimize a per-sample loss "
-                "or its reduce_mean, or use the mirrored view (tp.ListNumpy)")
+                f"{devices.describe()} exactly ({why}); minimize a per-sample loss or its "
+                "reduce_mean, or use the mirrored view (tp.ListNumpy)")
     return states
 
 
-def _consistent_result(graph, blob, states, counter, first, index):
-    value = states.get(blob.id, FREE)
+def _inexact(graph, blob, value, index, devices) -> NotImplementedError:
+    return NotImplementedError(
+        f"job {graph.name!r}: result {index} ({blob.name}) cannot be computed from batch "
+        f"slices on {devices.describe()} exactly: {value}. Return per-sample "
+        "values or their reduce_mean/reduce_sum, or use the mirrored view (tp.ListNumpy)")
+
+
+def _combine_devices(graph, parts, value, index, devices):
+    """A consistent result from this process's device parts: what one device would give
+    for the batch of all of them."""
+    blob = parts[0]
+    if len(parts) == 1 or value == FREE:
+        return blob
+    if isinstance(value, int):
+        if any(part.id in graph.dynamic_dims for part in parts):
+            raise NotImplementedError(
+                f"job {graph.name!r}: result {index} ({blob.name}) has a data-dependent "
+                f"length; it cannot be concatenated from {devices.describe()}")
+        return concat(*parts, axis=value, name=f"devices-concat-{blob.name}")
+    if value in (MEAN, SUM):
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return total / float(len(parts)) if value == MEAN else total
+    raise _inexact(graph, blob, value, index, devices)
+
+
+def _consistent_result(graph, blob, value, counter, index, devices):
+    """A consistent result of this process (its devices combined) combined over the
+    ranks."""
+    first = _first(graph)
     if value == FREE:
         return blob
     if isinstance(value, int):
@@ -193,10 +279,7 @@ def _consistent_result(graph, blob, states, counter, first, index):
     if value in (MEAN, SUM):
         return allreduce_result(blob, counter=counter, first=first, mean=value == MEAN,
                                 name=f"allreduce-{blob.name}")
-    raise NotImplementedError(
-        f"job {graph.name!r}: result {index} ({blob.name}) cannot be computed from batch "
-        f"slices on {state.world().size} ranks exactly: {value}. Return per-sample "
-        "values or their reduce_mean/reduce_sum, or use the mirrored view (tp.ListNumpy)")
+    raise _inexact(graph, blob, value, index, devices)
 
 
 def buckets_of(pairs, producer_index) -> list[list]:
@@ -220,8 +303,15 @@ def buckets_of(pairs, producer_index) -> list[list]:
 
 def average_gradients(graph, pairs) -> list:
     """``pairs`` (name, param, grad) with each gradient replaced by its average over the
-    ranks; adds the bucket ops to ``graph`` (being traced). Returns them in the order
-    given."""
+    world's devices; called while ``graph`` is traced. ``grad`` is the sum over this
+    process's device parts (``build_training`` sums the gradients of every part's loss):
+    divided here by their count; among several ranks the bucket ops added to ``graph``
+    then average over the ranks. Returns them in the order given."""
+    devices = devices_of(graph).count
+    if state.world().size == 1:
+        # as the ranks' all-reduce: the sum, divided (with two, (a + b) / 2 either way)
+        return pairs if devices == 1 else [(name, param, grad / float(devices))
+                                           for name, param, grad in pairs]
     if not pairs:
         return pairs
     current_graph()   # must be tracing
@@ -232,7 +322,7 @@ def average_gradients(graph, pairs) -> list:
     first = not any(n.op in (allreduce_start, allgather_result) for n in graph.nodes)
     for index, bucket in enumerate(buckets):
         grads = [g for _, _, g in bucket]
-        token = allreduce_start(*grads, counter=counter, bucket=index,
+        token = allreduce_start(*grads, counter=counter, bucket=index, devices=devices,
                                 first=first and index == 0, name=f"allreduce-start-{index}")
         _move_after_producers(graph, graph.nodes[-1], producer_index)
         graph.allreduce_layout = graph.allreduce_layout + [

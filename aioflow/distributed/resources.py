@@ -1,4 +1,5 @@
-"""Each rank's share of the cores of its host, and the device counts of ``flow.config``.
+"""Each rank's share of the cores of its host, and the machine count of ``flow.config``
+(its device counts: :mod:`aioflow.distributed.devices`).
 
 Why: every rank's BLAS would otherwise start one thread per core, and ranks x threads
 oversubscribe the host (two ranks of two OpenBLAS threads on two cores ran 20x slower
@@ -23,17 +24,6 @@ def share_cores(world) -> int:
         parallel._set_blas_threads(share)
     parallel._state["workers"] = None   # recount with the new BLAS threads
     return share
-
-
-def check_device_count(name: str, n: int) -> None:
-    """``flow.config.{cpu,gpu}_device_num(n)`` in a world of several ranks: one rank runs
-    one device, so ``n`` (devices per machine) must be the ranks on this host (or 1)."""
-    current = world()
-    if current.distributed and n not in (1, current.local_size):
-        raise ValueError(
-            f"flow.config.{name}: this host runs {current.local_size} ranks (one device "
-            f"each), got {n} devices per machine; start {n} ranks per host "
-            f"(python -m aioflow.launch -n ...) or set {current.local_size}")
 
 
 def check_machine_count(n: int, where: str = "flow.config.machine_num") -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["DYNAMIC_KINDS", "is_dynamic_spec", "fits_dynamic", "dynamic_leaves",
-           "variant_key", "VariantError"]
+           "leaf_count", "for_devices", "variant_key", "VariantError"]
 
 # Placeholder kinds OneFlow declares is_dynamic (tensor lists are dynamic by nature and
 # handled as such by inputs.py).
@@ -55,6 +55,26 @@ def dynamic_leaves(parameters) -> tuple[tuple[int, object, str], ...]:
     for param in parameters:
         walk(param.spec, param.name)
     return tuple(leaves)
+
+
+def leaf_count(parameters) -> int:
+    """How many arrays one device's call gives (a Tuple parameter gives several)."""
+    def count(spec):
+        return sum(count(s) for s in spec) if isinstance(spec, tuple) else 1
+    return sum(count(p.spec) for p in parameters)
+
+
+def for_devices(leaves, per_device: int, devices: int) -> tuple:
+    """``leaves`` of one device, repeated for each of ``devices`` whose arrays follow one
+    another in a call's arrays (``per_device`` each); device ``d``'s named so.
+
+    >>> for_devices(((1, "spec", "x"),), 3, 2)
+    ((1, 'spec', 'x'), (4, 'spec', 'x (device 1)'))
+    """
+    if devices == 1:
+        return leaves
+    return tuple((index + d * per_device, spec, f"{name} (device {d})" if d else name)
+                 for d in range(devices) for index, spec, name in leaves)
 
 
 def variant_key(leaves, arrays) -> tuple | None:

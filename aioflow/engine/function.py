@@ -31,6 +31,7 @@ from .. import backends, distributed
 from .._core import settings
 from . import dynamic_inputs, dynamic_shapes
 from ..distributed import checks as _checks, graph_ops as _graph_ops, views as _views  # noqa: F401
+from ..distributed import devices as _devices  # noqa: F401
 from . import session as session_mod
 from . import step_guard  # noqa: F401 - registers the handler of skipped train steps
 from ..compiler import compile as compile_graph
@@ -41,11 +42,11 @@ from . import model_summary
 from .inputs import convert_argument
 from ..ops import tensor_buffer
 from ..ir import Graph, tracing
-from ..runtime.calls import call_job
+from ..runtime.calls import await_value, call_job
 from ..runtime import malloc
 from ..backends.device import InFlight, submit_step
 from ..backends.graph_capture import CapturedStep
-from ..runtime.results import foreign_async_library, running_loop
+from ..runtime.results import JobCall, foreign_async_library, running_loop
 from .signature import (bind_arguments, flatten_result, read_parameters, read_return,
                         rebuild_result)
 
@@ -93,8 +94,10 @@ class JobFunction:
         # A call giving every argument by position binds without building a dict.
         self._all_positional = all(p.positional for p in self.parameters)
         self.return_spec = read_return(fn)
-        # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py)
+        # mirrored placeholders: a call may give smaller arrays (dynamic_inputs.py); the
+        # leaves of one device, whose arrays a call gives leaf_count of
         self.dynamic_leaves = dynamic_inputs.dynamic_leaves(self.parameters)
+        self.leaf_count = dynamic_inputs.leaf_count(self.parameters)
         self.__name__ = fn.__name__
         functools.update_wrapper(self, fn)
         session_mod.default_session().register_job(self)
@@ -103,11 +106,19 @@ class JobFunction:
         return f"<aioflow job {self.__name__} ({self.job_type})>"
 
     # -- compilation -----------------------------------------------------------------------
-    def compiled_for(self, session, dynamic_shapes: tuple | None = None) -> "CompiledJob":
+    def devices_for(self, session) -> "distributed.devices.JobDevices":
+        """The devices the job runs on in ``session``: those it was compiled for, else
+        what the settings say now (``flow.config.gpu_device_num`` / ``cpu_device_num``,
+        aioflow/distributed/devices.py)."""
+        known = session.compiled.get(id(self))
+        return known.devices if known is not None else distributed.devices.for_job()
+
+    def compiled_for(self, session, dynamic_shapes: tuple | None = None,
+                     devices=None) -> "CompiledJob":
         """The job compiled in ``session``: as declared, or (``dynamic_shapes``) the
         variant traced for those actual shapes of its dynamic arguments, compiled on its
         own (the declared shapes need not make a valid job: OneFlow checks ops on the
-        actual ones)."""
+        actual ones). ``devices``: those of :meth:`devices_for` (read once by a call)."""
         key = id(self) if dynamic_shapes is None else (id(self), dynamic_shapes)
         compiled = session.compiled.get(key)
         if compiled is None:
@@ -115,14 +126,16 @@ class JobFunction:
                 compiled = session.compiled.get(key)
                 if compiled is None:
                     session.register_job(self)
+                    devices = devices or self.devices_for(session)
                     try:
-                        compiled = CompiledJob(self, session, dynamic_shapes)
+                        compiled = CompiledJob(self, session, dynamic_shapes, devices)
                     except (ValueError, TypeError) as exc:
                         if dynamic_shapes is None:
                             self._forget(session)
                             raise
                         raise dynamic_inputs.VariantError.wrap(
-                            self.__name__, self.dynamic_leaves, dynamic_shapes, exc) from exc
+                            self.__name__, self.leaves_for(devices), dynamic_shapes,
+                            exc) from exc
                     except BaseException:
                         self._forget(session)
                         raise
@@ -147,19 +160,28 @@ class JobFunction:
     # -- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         spec = self.return_spec
+        if not (spec.callback or spec.is_legacy) and running_loop() is not None:
+            # Awaited on an asyncio loop: the call makes only the awaitable. Binding,
+            # checks and compiling run when it runs, at its turn on the loop (as an
+            # ``async def`` body would run then): a burst of calls gathered at once costs
+            # the gathering iteration ~4 us a call, not ~15, and their set-up is spread
+            # over the iterations that follow (runtime/turns.py; issue 29's loop gap).
+            # A bad argument raises at the await.
+            session = session_mod.default_session()
+            return JobCall(self._awaited(session, args, kwargs), self.__name__)
         # Arguments are copied where the call returns before its step has read them, so
         # the caller may reuse its buffers at once. An awaited call copies later, and only
         # if its step is queued rather than run on the loop (runtime/calls.py).
         foreign = foreign_async_library() is not None
         returns_early = spec.callback or spec.is_legacy or foreign
         session = session_mod.default_session()
+        known = session.compiled.get(id(self))
         private = False
         if returns_early:
             # On a device with a staging ring the copy goes straight into it (a job
             # compiled by an earlier call; the first call copies as the CPU does). A short
             # Callback step from plain code runs in this thread before the call returns
             # (flow.config.inline_callback_ms): copied only if it is queued after all.
-            known = session.compiled.get(id(self))
             if known is None:
                 private = True
             elif foreign or running_loop() is not None:
@@ -168,18 +190,30 @@ class JobFunction:
                 known.note_caller_arrived()
                 if not known.fits_inline:
                     private = known.private_copy
-        # Bind first: a refused call compiles nothing.
-        arrays = self._bind(args, kwargs, private=private)
-        # dynamic arguments of other shapes than declared: the job traced for them
-        # (dynamic_inputs.py)
-        shapes = (dynamic_inputs.variant_key(self.dynamic_leaves, arrays)
-                  if self.dynamic_leaves else None)
-        compiled = self.compiled_for(session, shapes)
-        if compiled.label_checks or compiled.dense_list_checks:
-            compiled.check_inputs(arrays)
+        compiled, arrays = self._prepared(session, known, args, kwargs, private)
         return call_job(self, compiled, arrays, copied=bool(private))
 
-    def _bind(self, args, kwargs, private: bool = True) -> list:
+    def _awaited(self, session, args, kwargs):
+        return await_value(lambda: self._prepared(session, session.compiled.get(id(self)),
+                                                  args, kwargs, private=False))
+
+    def _prepared(self, session, known, args, kwargs, private):
+        """(the compiled job, the call's arrays): bound and checked, then compiled."""
+        devices = known.devices if known is not None else self.devices_for(session)
+        # Bind first: a refused call compiles nothing.
+        arrays = self._bind(args, kwargs, private=private, devices=devices)
+        # dynamic arguments of other shapes than declared: the job traced for them
+        # (dynamic_inputs.py)
+        shapes = (dynamic_inputs.variant_key(self.leaves_for(devices), arrays)
+                  if self.dynamic_leaves else None)
+        compiled = self.compiled_for(session, shapes, devices)
+        if compiled.label_checks or compiled.dense_list_checks:
+            compiled.check_inputs(arrays)
+        return compiled, arrays
+
+    def _bind(self, args, kwargs, private: bool = True, devices=None) -> list:
+        """A call's arrays: each device's (``devices``: those of this process) one after
+        another, as the placeholders of the device parts of the job's graph."""
         params = self.parameters
         name = self.__name__
         if kwargs or len(args) != len(params) or not self._all_positional:
@@ -187,10 +221,23 @@ class JobFunction:
             args = [values[p.name] for p in params]
         # NaN/inf in a train step's inputs would poison the weights (inputs.py).
         finite = self.job_type == "train" and settings.get("check_finite_inputs")
-        arrays = []
+        if devices is None or devices.count == 1:
+            arrays = []
+            for p, value in zip(params, args):
+                arrays += convert_argument(p.spec, value, p.name, name, private, finite,
+                                           devices)[0]
+            return arrays
+        per_device = [[] for _ in range(devices.count)]
         for p, value in zip(params, args):
-            arrays += convert_argument(p.spec, value, p.name, name, private, finite)
-        return arrays
+            parts = convert_argument(p.spec, value, p.name, name, private, finite, devices)
+            for arrays, part in zip(per_device, parts):
+                arrays += part
+        return [a for arrays in per_device for a in arrays]
+
+    def leaves_for(self, devices) -> tuple:
+        """The dynamic leaves of a call's arrays on ``devices`` (each device's in turn)."""
+        return dynamic_inputs.for_devices(self.dynamic_leaves, self.leaf_count,
+                                          devices.count)
 
 
 # An awaited step touching at most this much memory runs on the caller's loop instead of
@@ -217,12 +264,17 @@ class CompiledJob:
     (``_placement_version``) and the timing hints that choose where the next step runs
     (``_start_timing``)."""
 
-    def __init__(self, job: JobFunction, session, dynamic_shapes: tuple | None = None):
+    def __init__(self, job: JobFunction, session, dynamic_shapes: tuple | None = None,
+                 devices=None):
         self.job = job
         self.session = session
         # the actual shapes of the dynamic arguments this variant was traced for (None:
         # as declared)
         self.dynamic_shapes = dynamic_shapes
+        # the devices of this process the job runs on, each a part of every step
+        # (aioflow/distributed/devices.py), and how the results of several come back
+        self.devices = devices or distributed.devices.for_job()
+        self.result_layout = None
         graph = self._new_graph()
         try:
             self._trace(graph)
@@ -253,6 +305,7 @@ class CompiledJob:
         graph.job_type = job.job_type
         graph.config = job.config
         graph.job_function = job   # flow.current_global_function_desc().job_func
+        graph.devices = self.devices
         return graph
 
     def _compile(self, graph: Graph):
@@ -325,29 +378,33 @@ class CompiledJob:
         self.callback_seconds: float | None = None
 
     def _trace(self, graph: Graph) -> None:
+        """Trace the job function into ``graph``: once, or once for each device of this
+        process (``distributed.devices.DeviceTraces``: its parts of every step)."""
         job = self.job
-        args, kwargs = [], {}
         # the shape each placeholder leaf is traced with: the declared one, or for a
-        # variant the dynamic arguments' actual shapes
+        # variant the dynamic arguments' actual shapes (each device's in turn)
         overrides = {}
         if self.dynamic_shapes is not None:
             overrides = {index: shape for (index, _, _), shape
-                         in zip(job.dynamic_leaves, self.dynamic_shapes)}
+                         in zip(job.leaves_for(self.devices), self.dynamic_shapes)}
         leaf = iter(range(1 << 30))
-        for param in job.parameters:
-            blobs = _placeholders_for(graph, param.spec, param.name, job.__name__,
-                                      lambda: overrides.get(next(leaf)))
-            if param.positional:
-                args.append(blobs)
-            else:
-                kwargs[param.name] = blobs
+        devices = self.devices
+        traces = distributed.devices.DeviceTraces(graph, devices)
+        per_device = []
         with tracing(graph):
-            value = job.fn(*args, **kwargs)
-            blobs, self.template = flatten_result(job.return_spec, value, job.__name__)
-            graph.outputs = list(blobs)
-            if distributed.is_distributed():   # ListNumpy results: every rank's value
-                graph.outputs = distributed.graph_ops.gather_outputs(
-                    graph, distributed.views.output_kinds(self.template))
+            for index in range(devices.count):
+                with traces.part(index):
+                    args, kwargs = self._placeholders(graph, lambda: overrides.get(next(leaf)))
+                    value = job.fn(*args, **kwargs)
+                    blobs, template = flatten_result(job.return_spec, value, job.__name__)
+                if index == 0:
+                    self.template = template
+                per_device.append(blobs)
+            traces.finish()
+            graph.outputs = list(per_device[0])
+            if devices.world > 1:   # several devices' results, as one or each gives them
+                graph.outputs, self.result_layout = distributed.graph_ops.gather_outputs(
+                    graph, per_device, distributed.views.output_kinds(self.template))
             # Results of data-dependent length come back cut to their size (the sizes
             # are outputs after the job's own, before the watched values).
             self.dynamic_outputs = dynamic_shapes.expose_sizes(graph)
@@ -360,6 +417,18 @@ class CompiledJob:
             raise TypeError(f"job function {job.__name__!r}: {what} called in a predict "
                             "job; declare it with type='train' (or, in the old API, a "
                             "function_config with train.primary_lr)")
+
+    def _placeholders(self, graph: Graph, next_shape) -> tuple[list, dict]:
+        """The job function's arguments for one trace: placeholder Blobs."""
+        args, kwargs = [], {}
+        for param in self.job.parameters:
+            blobs = _placeholders_for(graph, param.spec, param.name, self.job.__name__,
+                                      next_shape)
+            if param.positional:
+                args.append(blobs)
+            else:
+                kwargs[param.name] = blobs
+        return args, kwargs
 
     def check_inputs(self, arrays) -> None:
         """Checks that need the values, done here on the host before the step is
@@ -433,7 +502,10 @@ class CompiledJob:
         """The user's result from a step's output arrays (after the watch handlers' turn,
         :func:`aioflow.runtime.results.deliver_result`): dynamic blobs trimmed to their
         sizes, the arrays put back into the returned structure."""
-        return rebuild_result(self.template, dynamic_shapes.trim(self.dynamic_outputs, outputs))
+        outputs = dynamic_shapes.trim(self.dynamic_outputs, outputs)
+        if self.result_layout is not None:   # several devices (distributed/views.py)
+            outputs = distributed.views.device_values(self.result_layout, outputs)
+        return rebuild_result(self.template, outputs)
 
     @property
     def delivers_here(self) -> bool:
@@ -566,7 +638,7 @@ def _placeholders_for(graph, spec, name, job_name, next_shape):
                      for i, s in enumerate(spec))
     shape = next_shape()
     traced = spec if shape is None else dataclasses.replace(spec, shape=shape)
-    blob = distributed.views.add_placeholder(graph, traced, name, job_name)
+    blob = distributed.views.add_placeholder(graph, traced, name, job_name, graph.devices)
     graph.batch_axes[blob.id] = (None if spec.batch_axis is None
                                  else spec.batch_axis % max(len(spec.shape), 1))
     if dynamic_inputs.is_dynamic_spec(spec):

@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 from .._core import dtypes
+from .._core.deprecation import mark_deprecated
 from . import function_settings as _fs
 from .._core.warn import warn_once
 
@@ -214,12 +215,21 @@ class FunctionConfig:
         self._pipeline_depth = depth
 
     def default_placement_scope(self, scope=None):
-        """Accepted for compatibility; placement is taken from ``flow.scope.placement``."""
+        """Accepted for compatibility; placement is taken from ``flow.scope.placement``,
+        and a job's devices from ``flow.config.gpu_device_num`` / ``cpu_device_num``."""
         return None
 
+    @mark_deprecated
     def default_distribute_strategy(self, strategy=None):
-        """Accepted for compatibility (single-device execution)."""
-        return None
+        """OneFlow's older name of :meth:`default_logical_view`.
+
+        >>> import aioflow as flow
+        >>> config = FunctionConfig()
+        >>> config.default_distribute_strategy(flow.scope.mirrored_view())
+        >>> config.default_logical_view()
+        flow.scope.mirrored_view()
+        """
+        return self.default_logical_view(strategy)
 
     def __repr__(self) -> str:
         return (f"function_config(default_data_type={self._default_data_type!r}, "

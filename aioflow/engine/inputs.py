@@ -15,11 +15,13 @@ import dataclasses
 
 import numpy as np
 
-from ..distributed.views import rank_part
 from .dynamic_inputs import fits_dynamic, is_dynamic_spec
 from .._core.describe import describe
 from .annotations import PlaceholderSpec
 from ..distributed import views
+from ..distributed.devices import one as one_device
+
+_ONE = one_device()
 
 # Conversions done silently: the same kind of number, narrower (Python's and numpy's
 # defaults are 64-bit; the placeholders usually say 32).
@@ -28,33 +30,46 @@ _ALLOWED_CASTS = {(np.dtype("float64"), np.dtype("float32")),
 
 
 def convert_argument(spec, value, name: str, fn_name: str, private: bool = True,
-                     finite: bool = False) -> list[np.ndarray]:
-    """The arrays a parameter contributes to a step (a Tuple parameter gives several);
-    ``finite``: refuse NaN and infinity in float arrays (a train job's inputs)."""
+                     finite: bool = False, devices=None) -> list[list[np.ndarray]]:
+    """The arrays a parameter contributes to a step, for each device of this process
+    (``devices``, a ``JobDevices``; one device where None): per device, a list (a Tuple
+    parameter gives several). ``finite``: refuse NaN and infinity in float arrays (a train
+    job's inputs)."""
+    devices = devices or _ONE
     if isinstance(spec, tuple):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec):
             raise TypeError(f"{fn_name}() argument {name!r}: expected a tuple of "
                             f"{len(spec)} arrays, got {describe(value)}")
-        arrays = []
+        per_device = [[] for _ in range(devices.count)]
         for i, (s, v) in enumerate(zip(spec, value)):
-            arrays += convert_argument(s, v, f"{name}[{i}]", fn_name, private, finite)
-        return arrays
+            parts = convert_argument(s, v, f"{name}[{i}]", fn_name, private, finite, devices)
+            for arrays, part in zip(per_device, parts):
+                arrays += part
+        return per_device
     if spec.kind == "numpy":
-        # the whole value in a single process, else this rank's slice of the batch
-        return [rank_part(spec, _convert_array(spec, value, name, fn_name, private, finite))]
-    # The outer list holds one entry per rank (one per device: a rank runs one device).
-    item = views.rank_element(value, spec, name, fn_name)
+        # the whole value for each device, or each device's slice of the batch
+        whole = _convert_array(spec, value, name, fn_name, private, finite)
+        if devices.world == 1:
+            return [[whole]]
+        return [[part] for part in views.device_parts(spec, whole, devices)]
+    # The outer list holds one entry per device of the world.
+    return [[_convert_item(spec, item, name, fn_name, private, finite)]
+            for item in views.device_elements(value, spec, name, fn_name, devices)]
+
+
+def _convert_item(spec, item, name, fn_name, private, finite) -> np.ndarray:
+    """One device's array of a mirrored argument."""
     if spec.kind == "list_list_numpy" and _is_tensor_list(spec, item):
-        return [_convert_tensor_list(spec, item, name, fn_name, finite)]
+        return _convert_tensor_list(spec, item, name, fn_name, finite)
     depth = 0 if spec.kind == "list_numpy" else 1
     for level in range(depth):
         if not isinstance(item, (list, tuple)) or len(item) != 1:
             raise TypeError(
                 f"{fn_name}() argument {name!r}: {spec.kind} placeholder expects a list "
-                f"of lists with one array per device (1 device per rank), got a list of "
-                f"{describe(item)}")
+                f"of lists, each holding one device's array (or its tensor list), got a "
+                f"list of {describe(item)}")
         item = item[0]
-    return [_convert_array(spec, item, name, fn_name, private, finite)]
+    return _convert_array(spec, item, name, fn_name, private, finite)
 
 
 def _is_tensor_list(spec: PlaceholderSpec, item) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 from .._core.callsite import user_stacklevel
+from .._core.deprecation import mark_deprecated
 from .function_settings import SETTINGS
 from ..ir import current_graph, is_tracing
 from ..ir.blob_facts import on_default_device_tag
@@ -39,15 +40,18 @@ on_default_device_tag(_default_device_tag)   # Blob.parallel_conf of an op place
 
 class ParallelDesc:
     """The devices ops are placed on: ``device_tag`` ("cpu" or "gpu"), ``parallel_num``
-    and ``machine_id2device_id_list``. A job runs on one device per process here."""
+    (the devices of this process a job runs on: 1, or ``flow.config.gpu_device_num(n)``'s
+    in a job of several, aioflow/distributed/devices.py) and
+    ``machine_id2device_id_list``."""
 
-    def __init__(self, device_tag: str):
+    def __init__(self, device_tag: str, parallel_num: int = 1):
         self.device_tag = device_tag
-        self.parallel_num = 1
-        self.machine_id2device_id_list = {0: [0]}
+        self.parallel_num = parallel_num
+        self.machine_id2device_id_list = {0: list(range(parallel_num))}
 
     def __repr__(self) -> str:
-        return f"ParallelDesc(device_tag={self.device_tag!r}, parallel_num=1)"
+        return (f"ParallelDesc(device_tag={self.device_tag!r}, "
+                f"parallel_num={self.parallel_num})")
 
 
 class Scope:
@@ -55,8 +59,8 @@ class Scope:
     ``job_desc_symbol`` (the job's :class:`FunctionDesc`, None outside a job) and
     ``scope_op_name_prefixes`` (the ``flow.scope.namespace`` names in effect)."""
 
-    def __init__(self, device_tag: str, job_desc=None, prefixes=()):
-        self.device_parallel_desc_symbol = ParallelDesc(device_tag)
+    def __init__(self, device_tag: str, job_desc=None, prefixes=(), parallel_num: int = 1):
+        self.device_parallel_desc_symbol = ParallelDesc(device_tag, parallel_num)
         self.job_desc_symbol = job_desc
         self.scope_op_name_prefixes = list(prefixes)
 
@@ -76,9 +80,11 @@ def current_scope() -> Scope:
         return Scope(_default_device_tag())
     graph = current_graph()
     tag = graph.device if graph.device in ("cpu", "gpu") else _default_device_tag()
-    return Scope(tag, FunctionDesc(graph), graph.name_scope)
+    devices = graph.devices.count if graph.devices is not None else 1
+    return Scope(tag, FunctionDesc(graph), graph.name_scope, devices)
 
 
+@mark_deprecated
 def deprecated_current_scope() -> Scope:
     """``flow.scope.current_scope()``: OneFlow's deprecated spelling of
     ``flow.current_scope()``; warns (``DeprecationWarning``) and returns the same."""

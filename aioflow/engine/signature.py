@@ -16,7 +16,6 @@ import numpy as np
 
 from . import annotations as tp
 from ..ir import Blob
-from ..distributed import is_distributed
 
 LEAF_KINDS = {tp.Numpy: "numpy", tp.ListNumpy: "list_numpy", tp.ListListNumpy: "list_list_numpy"}
 
@@ -275,12 +274,10 @@ def _flatten(tree, value, blobs, path):
     raise AssertionError(tag)
 
 
-def _gathered() -> bool:
-    return is_distributed()
-
-
 def rebuild_result(template, arrays):
-    """Put computed arrays back into the returned structure, converting each leaf."""
+    """Put computed arrays back into the returned structure, converting each leaf. A
+    mirrored (list) leaf's value is one array (a job of one device) or the list of every
+    device's array (:func:`aioflow.distributed.views.device_values`)."""
     if template is None:
         return None
     if isinstance(template, tuple) and template and template[0] == "$":
@@ -288,13 +285,12 @@ def rebuild_result(template, arrays):
         array = arrays[index]
         if kind == "numpy":
             return array
-        # In a world of several ranks these results were gathered: one row per rank.
-        if kind == "list_numpy":
-            return list(array) if _gathered() else [array]
-        if kind == "list_list_numpy":
-            if array.dtype == object:   # a tensor list: its tensors (ops/tensor_buffer.py)
-                return [list(array.reshape(-1))]
-            return [[row] for row in array] if _gathered() else [[array]]
+        if kind in ("list_numpy", "list_list_numpy"):
+            parts = array if isinstance(array, list) else [array]
+            if kind == "list_numpy":
+                return parts
+            # a tensor list (ops/tensor_buffer.py) gives its tensors
+            return [list(a.reshape(-1)) if a.dtype == object else [a] for a in parts]
         return array.view(LegacyBlob)
     if isinstance(template, dict):
         return {k: rebuild_result(v, arrays) for k, v in template.items()}

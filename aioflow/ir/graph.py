@@ -112,6 +112,14 @@ class Graph:
         self.split_axes: dict[int, int] = {}
         self.allreduce_layout: list = []
         self.step_counter = None
+        # Several devices in one process (aioflow.distributed.devices): the job's devices
+        # (a JobDevices; None while a job is traced for one device alone), and the prefix
+        # of the op names traced for device 1 and up ("device1-"), so that the parts'
+        # ops keep distinct names while their variables keep the same ones; the blobs
+        # those parts computed (what is device 0's alone leaves them out).
+        self.devices = None
+        self.device_prefix = ""
+        self.other_devices: set[int] = set()   # ids of the blobs of devices 1 and up
 
     # -- construction ------------------------------------------------------------------
     def new_blob(self, shape, dtype, producer=None, index=0) -> Blob:
@@ -138,6 +146,15 @@ class Graph:
         self._name_counts[key] = count + 1
         return base if count == 0 else f"{base}_{count}"
 
+    def naming_state(self) -> tuple[dict, dict]:
+        """The counters that name ops and layers, to restore (:meth:`restore_naming`)
+        before the job is traced again for another device: the same names, so the same
+        variables."""
+        return dict(self._name_counts), dict(self.layer_counts)
+
+    def restore_naming(self, state: tuple[dict, dict]) -> None:
+        self._name_counts, self.layer_counts = dict(state[0]), dict(state[1])
+
     def add_node(self, op, inputs: Sequence[Blob], attrs: dict[str, Any], name: str | None,
                  out_specs: Sequence[tuple]) -> OpNode:
         for blob in inputs:
@@ -149,7 +166,8 @@ class Graph:
                     "cannot cross job functions"
                 )
         # An explicit name gets the namespace prefix too, as OneFlow's user ops did.
-        name = self.namespace_prefix() + (name or self.unique_name(op.name))
+        name = (self.device_prefix + self.namespace_prefix()
+                + (name or self.unique_name(op.name)))
         node = OpNode(op, name, inputs, attrs, self.device)
         node.outputs = tuple(
             self.new_blob(shape, dtype, node, i) for i, (shape, dtype) in enumerate(out_specs)

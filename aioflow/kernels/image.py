@@ -13,7 +13,8 @@ import io
 
 import numpy as np
 
-__all__ = ["INTERPOLATIONS", "interpolation_for", "resize", "decode", "polygons_to_mask"]
+__all__ = ["INTERPOLATIONS", "interpolation_for", "resize", "decode", "polygons_to_mask",
+           "random_crop_window", "crop_range"]
 
 # OneFlow's interpolation_type values (CheckInterpolationValid) and their OpenCV flags.
 INTERPOLATIONS = ("auto", "bilinear", "nearest_neighbor", "nn", "bicubic", "area")
@@ -201,3 +202,47 @@ def polygons_to_mask(polygons: list, width: int, height: int) -> np.ndarray:
             inside[py[on], px[on]] = True
     mask[inside] = 1
     return mask
+
+
+# -- random crops (OFRecordImageDecoderRandomCrop, flow.image.random_crop) ----------------
+
+def random_crop_window(shape, area, ratio, num_attempts, rng):
+    """OneFlow's ``RandomCropGenerator::GenerateCropWindow``: ((y, x), (h, w))."""
+    H, W = shape  # noqa: N806 - OneFlow's names
+    min_ratio, max_ratio = ratio
+    min_area = W * H * area[0]
+    max_w = max(1, int(H * max_ratio))
+    max_h = max(1, int(W / min_ratio))
+    if H * max_w < min_area:
+        h, w = H, max_w
+    elif W * max_h < min_area:
+        h, w = max_h, W
+    else:
+        for _ in range(num_attempts):
+            target = rng.uniform(*area) * H * W
+            r = float(np.exp(rng.uniform(np.log(min_ratio), np.log(max_ratio))))
+            w = max(1, int(round(np.sqrt(target * r))))
+            h = max(1, int(round(np.sqrt(target / r))))
+            if w <= W and h <= H and min_ratio <= w / h <= max_ratio:
+                break
+        else:
+            whole = W / H
+            h, w = ((H, max_w) if whole > max_ratio else (max_h, W) if whole < min_ratio
+                    else (H, W))
+            scale = min(1.0, area[1] * W * H / (h * w))
+            h, w = max(1, int(h * np.sqrt(scale))), max(1, int(w * np.sqrt(scale)))
+    h, w = min(h, H), min(w, W)
+    return (int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))), (h, w)
+
+
+def crop_range(what: str, arg: str, value, upper=None) -> tuple:
+    """A random crop's (low, high) ``random_area`` or ``random_aspect_ratio``, checked."""
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: {arg} must be a (low, high) pair of numbers, got "
+                         f"{value!r}") from None
+    if not 0 < low <= high or (upper is not None and high > upper):
+        raise ValueError(f"{what}: {arg} must satisfy 0 < low <= high"
+                         f"{f' <= {upper}' if upper is not None else ''}, got {value!r}")
+    return low, high

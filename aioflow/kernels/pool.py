@@ -244,7 +244,9 @@ def _inv_counts(g, dtype, count_include_pad):
 
 # Device copies of the counts, by array module, device and geometry: made at a job's first
 # (eager) step, so that a step captured into a CUDA graph later copies nothing from the
-# host (a stream being captured refuses host-to-device copies).
+# host (a stream being captured refuses host-to-device copies). Never evicted: a captured
+# graph reads these arrays by address, so freeing one would leave the graph reading freed
+# memory; there is one small (OH, OW) array per pooling geometry a process uses.
 _DEVICE_INV_COUNTS: dict = {}
 
 

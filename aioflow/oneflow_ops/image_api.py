@@ -16,11 +16,12 @@ from .._core import dtypes
 from .._core.callsite import user_stacklevel
 from ..ir import Blob
 from ..kernels.image import INTERPOLATIONS as _INTERPOLATIONS
+from ..kernels.image import crop_range as _crop_range
 from ..ops import image_ops as _ops
 from .tensor_buffer_api import _require_buffer
 
 __all__ = ["Resize", "resize", "CropMirrorNormalize", "crop_mirror_normalize",
-           "target_resize", "decode", "flip", "normalize", "batch_align"]
+           "target_resize", "decode", "flip", "normalize", "batch_align", "random_crop"]
 
 _CHANNELS = {"BGR": 3, "RGB": 3, "GRAY": 1}
 
@@ -224,6 +225,43 @@ def flip(image, flip_code, name=None):
     _buffer(what, "image", image)
     extra, attrs = _flip_code(what, flip_code, image.shape[0])
     return _ops.image_flip_op(image, *extra, **attrs, name=name)
+
+
+def random_crop(input_blob, num_attempts=10, seed=None, random_area=None,
+                random_aspect_ratio=None, name="ImageRandomCrop"):
+    """OneFlow's ``flow.image.random_crop``: each image of a tensor buffer cropped to a
+    random window, as ``flow.data.OFRecordImageDecoderRandomCrop`` crops while decoding:
+    an area fraction uniform in ``random_area`` (default (0.08, 1.0)) and an aspect ratio
+    (w/h) log-uniform in ``random_aspect_ratio`` (default (0.75, 1.333333)),
+    ``num_attempts`` tries to fit, the corner uniform. New windows every step; ``seed``
+    fixes their sequence (else ``flow.random.seed``'s).
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> @flow.global_function(type="predict")
+    ... def crops(images: tp.ListListNumpy.Placeholder((2, 32, 48, 3), dtype=flow.uint8)
+    ...           ) -> tp.ListListNumpy:
+    ...     buffer = flow.tensor_list_to_tensor_buffer(images)
+    ...     cropped = flow.image.random_crop(buffer, seed=1)
+    ...     return flow.tensor_buffer_to_tensor_list(cropped, shape=(32, 48, 3),
+    ...                                              dtype=flow.uint8)
+    >>> out = crops([[np.zeros((1, 32, 48, 3), np.uint8), np.ones((1, 30, 40, 3), np.uint8)]])
+    >>> [a.shape[1] <= 32 and a.shape[2] <= 48 for a in out[0]]
+    [True, True]
+    >>> flow.clear_default_session()
+    """
+    what = "flow.image.random_crop"
+    _buffer(what, "input_blob", input_blob)
+    num_attempts = _positive_int(what, "num_attempts", num_attempts)
+    area = _crop_range(what, "random_area",
+                       (0.08, 1.0) if random_area is None else random_area, upper=1.0)
+    ratio = _crop_range(what, "random_aspect_ratio",
+                        (0.75, 1.333333) if random_aspect_ratio is None
+                        else random_aspect_ratio)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise TypeError(f"{what}: seed must be an int or None, got {seed!r}")
+    return _ops.image_random_crop_op(input_blob, num_attempts=num_attempts,
+                                     seed=None if seed is None else int(seed),
+                                     random_area=area, random_aspect_ratio=ratio, name=name)
 
 
 def normalize(image, std, mean, name=None):

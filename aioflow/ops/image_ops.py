@@ -17,7 +17,7 @@ from .registry import register
 from .tensor_buffer import _HOST_BACKENDS, _host, object_array
 
 __all__ = ["image_resize_to_fixed_op", "image_resize_keep_aspect_ratio_op",
-           "crop_mirror_normalize_op", "image_decode_op", "image_flip_op",
+           "crop_mirror_normalize_op", "image_decode_op", "image_flip_op", "image_random_crop_op",
            "image_normalize_op", "image_batch_align_op", "object_bbox_flip_op",
            "object_bbox_scale_op", "object_segmentation_polygon_flip_op",
            "object_segmentation_polygon_scale_op", "object_segmentation_polygon_to_mask_op"]
@@ -184,6 +184,22 @@ def image_flip_op(ctx, images, *flip_code, code=0):
         out = image[:, ::-1] if c & 0x01 else image
         out = out[::-1] if c & 0x10 else out
         outs.append(np.ascontiguousarray(out))
+    return object_array(outs)
+
+
+@register("image_random_crop", infer=_same_buffer, differentiable=False,
+          backends=_HOST_BACKENDS, host_values=True)
+def image_random_crop_op(ctx, images, *, num_attempts, seed, random_area,
+                         random_aspect_ratio):
+    """Each image cropped to a window drawn as OneFlow's ``RandomCropGenerator`` draws it
+    (:func:`aioflow.kernels.image.random_crop_window`), from the step's generator for
+    ``seed``: new windows every step, the same sequence for a given seed."""
+    rng = ctx.rng_for(seed)
+    outs = []
+    for image in image_list(ctx, images, "flow.image.random_crop", _IMAGE_DTYPES):
+        (y, x), (h, w) = _image.random_crop_window(image.shape[:2], random_area,
+                                                   random_aspect_ratio, num_attempts, rng)
+        outs.append(np.ascontiguousarray(image[y:y + h, x:x + w]))
     return object_array(outs)
 
 

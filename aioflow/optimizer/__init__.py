@@ -33,7 +33,7 @@ from .._core.system_names import train_step_name
 from ..oneflow_ops import ops_api
 from . import loss_scale
 from ..compiler.autodiff import gradients, model_diff_scale
-from ..distributed import graph_ops, is_distributed
+from ..distributed import graph_ops
 from ..ir import current_graph
 from ..ops import state as state_ops
 from ..ops.lazy_adam import lazy_adam_update
@@ -427,7 +427,9 @@ def build_training(graph) -> None:
         for loss in loss_list:
             raw = gradients(graph, loss, params + watched)
             scale = model_diff_scale(loss)
-            for blob_id, grad in raw.items():
+            # (the watched diffs of a job of several devices are device 0's part's:
+            # aioflow/distributed/devices.py)
+            for blob_id, grad in ({} if loss.id in graph.other_devices else raw).items():
                 seen[blob_id] = grad if blob_id not in seen else seen[blob_id] + grad
             for param in params:
                 if param.id in raw:
@@ -448,8 +450,9 @@ def build_training(graph) -> None:
     graph.watched_diffs = [diffs[b.id] if b.id in diffs
                            else ops_api.zeros_like(b) for b in watched]
     pairs = [(n, p, grads[p.id]) for n, p in zip(names, params) if p.id in grads]
-    if is_distributed():
-        # Averaged over the ranks before clipping, which must see the averaged gradients.
+    if graph_ops.devices_of(graph).world > 1:
+        # Averaged over the devices (this process's parts, summed above as every part's
+        # loss counts, and the ranks') before clipping, which must see the averages.
         pairs = graph_ops.average_gradients(graph, pairs)
     if optimizer.grad_clipping is not None:
         clipped = optimizer.grad_clipping.clip([g for _, _, g in pairs])

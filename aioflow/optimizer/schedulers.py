@@ -31,6 +31,8 @@ import types
 import warnings
 from typing import Optional, Sequence, Union
 
+from .._core.deprecation import mark_deprecated
+
 __all__ = [
     "LrScheduler", "PiecewiseConstantScheduler", "PiecewiseScalingScheduler",
     "CosineScheduler", "PolynomialScheduler", "PolynomialSchduler", "LinearCosineScheduler",
@@ -320,6 +322,7 @@ class PolynomialScheduler(LrScheduler):
                 "cycle": self.cycle}
 
 
+@mark_deprecated
 class PolynomialSchduler(PolynomialScheduler):
     """OneFlow's misspelt, deprecated alias of :class:`PolynomialScheduler`."""
 

@@ -24,7 +24,7 @@ def call_job(job, compiled, arrays, copied: bool = False):
 
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
-            return JobCall(_await_value(pipeline, compiled, arrays, spec), job.__name__)
+            return JobCall(_await_value(lambda: (compiled, arrays)), job.__name__)
         foreign = foreign_async_library()
         if foreign == "trio":   # awaited natively: woken through the run's token
             return JobCall(trio_calls.await_value(pipeline, compiled, arrays), job.__name__)
@@ -62,6 +62,12 @@ def call_job(job, compiled, arrays, copied: bool = False):
     return LegacyResult(step.future, compiled, job.__name__, slot)
 
 
+def await_value(prepare):
+    """The coroutine of a value-form call awaited on an asyncio loop: ``prepare()`` ->
+    ``(compiled, arrays)`` binds it at its turn (``JobFunction.__call__``)."""
+    return _await_value(prepare)
+
+
 def _with_feeds(compiled, arrays) -> list:
     """The call's arguments and the next batch of the job's own readers (flow.data), which
     fill the placeholders after the parameters. In the callback form inside an event loop
@@ -89,30 +95,34 @@ def _delivery(pipeline, loop, compiled, job_name, step):
     return deliver
 
 
-async def _await_value(pipeline, compiled, arrays, spec):
-    if compiled.feeds is not None:   # waits for the readers' batch off the loop
-        arrays = arrays + await compiled.feeds.next_async()
-    if compiled.fits_on_loop:
-        # A tiny or lately short step (CompiledJob.fits_on_loop) runs right here on the
-        # loop, in order: only when no other step is admitted or running (else it queues
-        # behind them).
-        outputs = pipeline.run_inline(compiled, arrays, on_loop=True)
-        if outputs is not NOT_RUN:
-            # Let the loop's other tasks run before this one goes on: a task awaiting such
-            # steps back to back would otherwise never yield to them.
-            await asyncio.sleep(0)
-            return deliver_result(compiled, outputs)
-    # Queued, the step reads its inputs after this task yields, while other tasks may
-    # write to the caller's arrays: it gets copies (what the other forms copy at the call).
-    copy_started = time.perf_counter()
-    arrays = [compiled.private_copy(a) for a in arrays]
-    # Calls started together (gather of many) take turns on the loop (runtime/turns.py):
-    # each iteration runs at most ~0.5 ms of their set-up, so timers and I/O go between.
-    async with turn(already=time.perf_counter() - copy_started):
-        waiter = pipeline.admission.try_or_enqueue(compiled.depth_limit)
-        if waiter is None:
-            step = pipeline.new_step(compiled, arrays)
-            pipeline.enqueue(step)
+async def _await_value(prepare):
+    """An awaited call's step on an asyncio loop. ``prepare()`` -> ``(compiled, arrays)``
+    binds and checks the call's arguments; it runs at the call's turn on the loop
+    (runtime/turns.py), with the copies and the admission of a queued step: calls started
+    together (a gather of many) take turns, each iteration running at most ~0.5 ms of
+    their set-up, so timers and I/O go between. A call reads its arguments then: at once,
+    unless it is one of a burst still waiting its turn."""
+    async with turn():
+        compiled, arrays = prepare()
+        pipeline = compiled.session.pipeline
+        queued = compiled.feeds is None and not compiled.fits_on_loop
+        if queued:
+            arrays, waiter, step = _admit(pipeline, compiled, arrays)
+    if not queued:
+        if compiled.feeds is not None:   # waits for the readers' batch off the loop
+            arrays = arrays + await compiled.feeds.next_async()
+        if compiled.fits_on_loop:
+            # A tiny or lately short step (CompiledJob.fits_on_loop) runs right here on
+            # the loop, in order: only when no other step is admitted or running (else it
+            # queues behind them).
+            outputs = pipeline.run_inline(compiled, arrays, on_loop=True)
+            if outputs is not NOT_RUN:
+                # Let the loop's other tasks run before this one goes on: a task awaiting
+                # such steps back to back would otherwise never yield to them.
+                await asyncio.sleep(0)
+                return deliver_result(compiled, outputs)
+        async with turn():
+            arrays, waiter, step = _admit(pipeline, compiled, arrays)
     if waiter is not None:   # the pipeline is full: wait in line, off the turn's account
         await pipeline.admission.wait_async(waiter)
         step = pipeline.new_step(compiled, arrays)
@@ -121,3 +131,17 @@ async def _await_value(pipeline, compiled, arrays, spec):
     # otherwise it completes (variables stay consistent) and its result is dropped.
     outputs = await asyncio.wrap_future(step.future)
     return deliver_result(compiled, outputs)
+
+
+def _admit(pipeline, compiled, arrays):
+    """``(copies of arrays, None, the queued step)``, or ``(copies, a waiter, None)`` where
+    the pipeline is full. Queued, the step reads its inputs after this task yields, while
+    other tasks may write to the caller's arrays: it gets copies (what the other forms
+    copy at the call)."""
+    arrays = [compiled.private_copy(a) for a in arrays]
+    waiter = pipeline.admission.try_or_enqueue(compiled.depth_limit)
+    if waiter is not None:
+        return arrays, waiter, None
+    step = pipeline.new_step(compiled, arrays)
+    pipeline.enqueue(step)
+    return arrays, None, step

@@ -99,20 +99,27 @@ def blocking(fn, *args, **kwargs):
         _force_blocking.active = previous
 
 
-def blocking_entry(fn):
+def blocking_entry(fn=None, *, executor=None):
     """Decorator for aioflow's blocking entry points (sync, checkpoint save/load...).
 
     Called where an event loop runs (asyncio's, or trio's through anyio), the function
     runs on a worker thread and the call returns an awaitable; elsewhere it runs now
-    (refusing where it would deadlock).
+    (refusing where it would deadlock). The worker thread is the loop's default
+    executor's (trio's: anyio's), or, with ``executor`` (a function returning a
+    ``concurrent.futures`` executor), one of that executor's.
     """
+    if fn is None:
+        return functools.partial(blocking_entry, executor=executor)
 
     @functools.wraps(fn)
     def entry(*args, **kwargs):
         loop = running_loop()
+        call = functools.partial(_forced, fn, *args, **kwargs)
         if loop is not None:
-            return loop.run_in_executor(None, functools.partial(_forced, fn, *args, **kwargs))
+            return loop.run_in_executor(executor() if executor else None, call)
         if foreign_async_library() is not None:
+            if executor is not None:   # an anyio thread waits for the executor's
+                return in_worker_thread(lambda: executor().submit(call).result())
             return in_worker_thread(fn, *args, **kwargs)
         check_may_block(f"{fn.__qualname__}()")
         return fn(*args, **kwargs)

@@ -4,12 +4,16 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+from aioflow import backends
 
 
 @pytest.fixture(autouse=True)
 def restore_fusion():
+    # These tests pin the CPU kernels' rewrites, threading and allocations: on the CPU
+    # whatever AIOFLOW_DEVICE the run chose for the rest of the suite.
     flow.clear_default_session()
-    yield
+    with backends.use("numpy"):
+        yield
     flow.config.enable_fusion(True)
     flow.clear_default_session()
 

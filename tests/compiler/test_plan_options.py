@@ -7,6 +7,7 @@ import pytest
 
 import aioflow as flow
 import aioflow.typing as tp
+from aioflow import backends
 from aioflow._core import dtypes
 from aioflow.compiler.memory import plan_buffers
 from aioflow.ir import Graph, tracing
@@ -16,8 +17,11 @@ from aioflow.ops import shape as shape_ops
 
 @pytest.fixture(autouse=True)
 def restore_plan_options():
+    # These tests pin the CPU kernels' rewrites, threading and allocations: on the CPU
+    # whatever AIOFLOW_DEVICE the run chose for the rest of the suite.
     flow.clear_default_session()
-    yield
+    with backends.use("numpy"):
+        yield
     flow.config.enable_memory_plan(True)
     flow.config.kernel_threading("auto")
     flow.clear_default_session()

@@ -9,7 +9,7 @@ import pytest
 import aioflow as flow
 import aioflow.typing as tp
 from aioflow.data import ofrecord
-from aioflow.data.ofrecord_reader import random_crop_window
+from aioflow.kernels.image import random_crop_window
 
 pytestmark = pytest.mark.filterwarnings("ignore:flow.image.Resize.*deprecated")
 

@@ -103,6 +103,35 @@ def test_two_ranks_on_a_device_backend_train_like_one_process(tmp_path, device, 
     assert not exceeded, exceeded
 
 
+def _same(expected_file, got_file, rtol=1e-5):
+    """Each record of the two runs to float32 rounding (float64 ones to 1e-10), within
+    rtol of the values' scale."""
+    expected, got = np.load(expected_file), np.load(got_file)
+    assert set(expected.files) == set(got.files) and expected.files
+    for key in expected.files:
+        tolerance = 1e-10 if "float64" in key else rtol
+        scale = max(1.0, float(np.max(np.abs(expected[key]))))
+        np.testing.assert_allclose(got[key], expected[key], rtol=tolerance,
+                                   atol=tolerance * scale, err_msg=key)
+
+
+def test_devices_of_one_process_train_as_ranks_do(tmp_path):
+    """Two devices in one process (gradients summed in the graph, then halved) train as
+    two ranks (MPI's sum, halved): the same losses and variables at every step; two ranks
+    of two devices each as four devices in one process."""
+    runs = {}
+    for ranks, devices in ((1, 2), (2, 1), (1, 4), (2, 2)):
+        out = tmp_path / f"{ranks}x{devices}.npz"
+        done, _ = run(ranks, "parity.py", out, "mlp", devices, "momentum")
+        assert done.returncode == 0, done.stderr
+        runs[ranks, devices] = out
+    _same(runs[2, 1], runs[1, 2])
+    _same(runs[2, 2], runs[1, 4])
+    rank0, rank1 = (np.load(f"{runs[2, 2]}.rank{r}.npz") for r in (0, 1))
+    for key in rank0.files:   # and the ranks of two devices agree
+        np.testing.assert_array_equal(rank0[key], rank1[key], err_msg=key)
+
+
 def test_the_mirrored_example_runs_under_the_launcher(tmp_path):
     command = [sys.executable, "-m", "aioflow.launch", "-n", "2",
                str(ROOT / "examples" / "mirrored_mlp.py"), "--steps", "30"]
@@ -155,19 +184,29 @@ def test_checkpoints_on_ranks_and_child_processes_of_a_rank(tmp_path):
 def test_consistent_view_splits_the_batch_and_returns_what_one_process_would(tmp_path):
     one, _ = run(1, "consistent.py", tmp_path / "one.npz")
     two, _ = run(2, "consistent.py", tmp_path / "two.npz")
-    assert one.returncode == 0, one.stderr
-    assert two.returncode == 0, two.stderr
-    single, double = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
-    assert set(single.files) == set(double.files) and "logits/3" in single.files
-    for key in single.files:   # batched results concatenated, mean/sum all-reduced
-        assert single[key].shape == double[key].shape, key
-        np.testing.assert_allclose(double[key], single[key], rtol=0, atol=1e-10,
-                                   err_msg=key)
+    # and over devices: two in one process, two ranks of two
+    devices, _ = run(1, "consistent.py", tmp_path / "devices.npz", 2)
+    both, _ = run(2, "consistent.py", tmp_path / "both.npz", 2)
+    for done in one, two, devices, both:
+        assert done.returncode == 0, done.stderr
+    single = np.load(tmp_path / "one.npz")
+    assert "logits/3" in single.files
+    for other in "two", "devices", "both":
+        double = np.load(tmp_path / f"{other}.npz")
+        assert set(single.files) == set(double.files)
+        for key in single.files:   # batched results concatenated, mean/sum all-reduced
+            assert single[key].shape == double[key].shape, key
+            np.testing.assert_allclose(double[key], single[key], rtol=0, atol=1e-10,
+                                       err_msg=f"{other}: {key}")
+    assert ("odd_batch refused: ValueError: job function 'odd_batch', parameter 'x': its "
+            "batch axis has 9 rows, which do not split evenly over 4 devices: 2 ranks x 2 "
+            "devices per rank (flow.config.cpu_device_num(4) per machine, shared by the 2 "
+            "ranks on this host)") in both.stdout, both.stdout
     for rank in (0, 1):
         assert (f"rank {rank} batch_max refused: NotImplementedError: job 'batch_max': "
-                "result 0 (reduce_max) cannot be computed from batch slices on 2 ranks "
-                "exactly") in two.stdout, two.stdout
+                "result 0 (reduce_max) cannot be computed from batch slices on 2 devices "
+                "(2 ranks of one device each) exactly") in two.stdout, two.stdout
         assert (f"rank {rank} odd_batch refused: ValueError: job function 'odd_batch', "
                 "parameter 'x': its batch axis has 9 rows, which do not split evenly over "
-                "2 ranks") in two.stdout
+                "2 devices (2 ranks of one device each)") in two.stdout
     assert "rank 0 batch_max accepted" in one.stdout   # a single process is unchanged

@@ -43,7 +43,7 @@ def test_launcher_command():
         build_command(["-n", "2", "--hostfile", "/nonexistent/hosts", "t.py"], "mpiexec")
 
 
-def test_list_numpy_needs_one_array_per_rank():
+def test_list_numpy_needs_one_array_per_device():
     flow.clear_default_session()
 
     @flow.global_function(type="predict")
@@ -52,7 +52,8 @@ def test_list_numpy_needs_one_array_per_rank():
 
     result = double([np.ones(2, np.float32)])
     assert len(result) == 1 and result[0].tolist() == [2.0, 2.0]
-    with pytest.raises(TypeError, match=r"argument 'x'.*one array per rank \(1 rank\), got "
+    with pytest.raises(TypeError, match=r"argument 'x'.*one array per device, 1 device "
+                                        r"\(flow.config.gpu_device_num\(1\)\); got "
                                         r"list of length 2"):
         double([np.ones(2, np.float32)] * 2)
 

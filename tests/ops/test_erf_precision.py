@@ -25,11 +25,11 @@ def _erf_job(n, dtype):
     return erf
 
 
-def test_float32_erf_is_within_half_a_millionth_everywhere():
+def test_float32_erf_is_within_two_float32_ulps_everywhere():
     x = np.linspace(-6, 6, 200_001, dtype=np.float32)
     got = _erf_job(x.size, flow.float32)(x).astype(np.float64)
     want = _reference(x.astype(np.float64))
-    assert np.abs(got - want).max() < 5e-7
+    assert np.abs(got - want).max() < 1.2e-7      # two float32 ulps near 1
     # relative near zero too (no cancellation): erf(x) ~ 2x/sqrt(pi)
     tiny = np.array([1e-30, 1e-20, 1e-10, 1e-5, 1e-3, -1e-7], np.float32)
     small = _erf_job(tiny.size, flow.float32)(tiny).astype(np.float64)

@@ -682,7 +682,7 @@ NOT_DIRECTLY_TESTED.update({
         "against numpy (and OpenCV where installed)"
     for op in ("crop_mirror_normalize", "image_resize_keep_aspect_ratio",
                "image_resize_to_fixed", "image_decode", "image_flip", "image_normalize",
-               "image_batch_align")})
+               "image_batch_align", "image_random_crop")})
 NOT_DIRECTLY_TESTED.update({
     "mt19937_uniform": "OneFlow's TestRandomSource stream: tests/test_user_op_builder.py "
                        "checks it against numpy's MT19937 draws across steps",

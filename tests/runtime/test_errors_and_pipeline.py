@@ -148,13 +148,26 @@ async def test_loop_keeps_serving_during_heavy_compute():
     assert worst < 0.15, f"event loop stalled for {worst * 1000:.0f} ms"
 
 
-async def test_cancel_before_launch_withdraws_the_step():
+_STEP_VAR = "System-Train-TrainStep-train"
+
+
+async def _slow_and_train_compiled():
+    """(slow, its input, train, train's step count): both compiled, one step each."""
     slow, eye = make_slow(0.1)
     train = make_train()
     await slow(eye)
     await train(X, Y)
-    step_var = "System-Train-TrainStep-train"
-    start = (await flow.get_all_variables())[step_var]
+    return slow, eye, train, (await flow.get_all_variables())[_STEP_VAR]
+
+
+async def _check_it_never_ran(train, start):
+    await flow.sync_default_session()
+    assert (await flow.get_all_variables())[_STEP_VAR] == start
+    assert (await train(X, Y)).shape == (4,)     # and the job works on
+
+
+async def test_cancel_before_launch_withdraws_the_step():
+    slow, eye, train, start = await _slow_and_train_compiled()
     blocker = asyncio.ensure_future(slow(eye))
     blocker2 = asyncio.ensure_future(slow(eye))
     await asyncio.sleep(0.01)
@@ -164,20 +177,13 @@ async def test_cancel_before_launch_withdraws_the_step():
     await asyncio.gather(blocker, blocker2)
     with pytest.raises(asyncio.CancelledError):
         await victim
-    await flow.sync_default_session()
-    assert (await flow.get_all_variables())[step_var] == start  # never ran
-    assert (await train(X, Y)).shape == (4,)
+    await _check_it_never_ran(train, start)
 
 
 @pytest.mark.anyio
 async def test_a_cancel_scope_withdraws_a_step_not_yet_launched(anyio_backend):
     # trio's (and anyio's) cancellation: the scope around the call, cancelled from outside
-    slow, eye = make_slow(0.1)
-    train = make_train()
-    await slow(eye)
-    await train(X, Y)
-    step_var = "System-Train-TrainStep-train"
-    start = (await flow.get_all_variables())[step_var]
+    slow, eye, train, start = await _slow_and_train_compiled()
     victim, finished = anyio.CancelScope(), []
 
     async def run(job, *args):
@@ -196,9 +202,7 @@ async def test_a_cancel_scope_withdraws_a_step_not_yet_launched(anyio_backend):
         await anyio.sleep(0.01)
         victim.cancel()
     assert victim.cancel_called and not finished
-    await flow.sync_default_session()
-    assert (await flow.get_all_variables())[step_var] == start  # never ran
-    assert (await train(X, Y)).shape == (4,)
+    await _check_it_never_ran(train, start)
 
 
 def test_exit_drains_in_flight_steps_and_runs_callbacks(tmp_path):

@@ -77,3 +77,29 @@ async def test_its_repr_says_to_await_it(double):
     pending = double(X)
     assert repr(pending) == "<awaitable result of double_job(...): await it for the value>"
     await pending
+
+
+async def test_a_bad_argument_raises_at_the_await_naming_it_and_the_job_works_on(double):
+    # The awaitable does nothing until it runs (docs/runtime.md): binding is part of it.
+    pending = double(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"double_job\(\) argument 'x'.*shape \(4,\)"):
+        await pending
+    with pytest.raises(TypeError, match="double_job"):
+        await double(X, X)
+    np.testing.assert_array_equal(await double(X), X * 2)
+
+
+async def test_an_awaited_call_reads_its_arguments_when_it_runs():
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def wide(x: tp.Numpy.Placeholder((4096,))) -> tp.Numpy:   # queued: not run on the loop
+        return x * 2
+    x = np.ones(4096, np.float32)
+    pending = wide(x)
+    x[...] = 3                       # before it ran: what it reads
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)           # it ran up to its queued step (with a copy of x)
+    x[...] = -1                      # after: its step keeps the copy
+    np.testing.assert_array_equal(await task, np.full(4096, 6, np.float32))
+    flow.clear_default_session()

@@ -223,3 +223,38 @@ async def test_admission_serves_in_order_refuses_the_excess_and_never_leaks_a_sl
     await asyncio.gather(*holders)
     assert admission.inflight == 0 and admission.waiting == 0
     assert admission.metrics()["refused"] == {"queue full": 2, "waited too long": 1}
+
+
+async def test_health_and_metrics_are_neither_queued_nor_refused_when_full():
+    # docs/faults.md: /healthz and /metrics bypass the request limits; with the one slot
+    # held and no room to wait, a predict is refused while they are answered at once
+    from aioflow.serving.admission import AdmissionLimit
+    admission = Admission(max_inflight=1, max_waiting=0, wait_timeout=0.3)
+    release = asyncio.Event()
+
+    async def app(scope, receive, send):
+        if scope["path"] == "/slow":
+            await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+    limit = AdmissionLimit(app, admission)
+
+    async def call(path):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+        await limit({"type": "http", "path": path, "method": "GET", "headers": []},
+                    receive, send)
+        return sent[0]["status"]
+    holder = asyncio.ensure_future(call("/slow"))
+    await asyncio.sleep(0.01)
+    assert admission.inflight == 1
+    assert await call(PREDICT) == 503
+    assert await asyncio.wait_for(call("/healthz"), 1) == 200
+    assert await asyncio.wait_for(call("/metrics"), 1) == 200
+    release.set()
+    assert await holder == 200 and admission.inflight == 0

@@ -1,6 +1,7 @@
 """The consistent view: tp.Numpy placeholders hold the whole batch, split over the
-ranks. Rank 0 writes each step's results and variables to argv[1] (.npz); then each
-rank reports how two jobs that cannot be split exactly are refused."""
+devices: the ranks, times argv[2] devices per rank (default 1, on the CPU). Rank 0 writes
+each step's results and variables to argv[1] (.npz); then each rank reports how two jobs
+that cannot be split exactly are refused."""
 import sys
 from typing import Tuple
 
@@ -11,6 +12,10 @@ import aioflow.typing as tp
 
 BATCH = 8
 flow.random.seed(0)
+DEVICES = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+if DEVICES > 1:   # devices per machine: the ranks on this host share them
+    flow.config.gpu_device_num(0)
+    flow.config.cpu_device_num(DEVICES * flow.distributed.world().local_size)
 
 
 @flow.global_function(type="train")

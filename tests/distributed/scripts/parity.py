@@ -1,7 +1,9 @@
 """Trains the seed MLP and LeNet with SGD, momentum and Adam on one fixed batch, split
-over however many ranks run it (mirrored view); rank 0 writes every step's losses and
-variables to the .npz named by argv[1]; every rank writes its final variables to
-argv[1] + ".rank<r>.npz" (the test checks the ranks agree)."""
+over however many devices run it (mirrored view): the ranks, times argv[3] devices per
+rank (default 1, on the CPU); rank 0 writes every step's losses and variables to the .npz
+named by argv[1]; every rank writes its final variables to argv[1] + ".rank<r>.npz" (the
+test checks the ranks agree). argv[2]: the models (default mlp,lenet); argv[4]: the
+optimizers (default all)."""
 import sys
 
 import numpy as np
@@ -11,6 +13,7 @@ import aioflow.typing as tp
 
 BATCH = 8
 STEPS = {"float64": 4, "float32": 20}
+DEVICES = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 
 
 def lenet(images, dtype):
@@ -48,8 +51,8 @@ LR_SCALE = {"mlp": 1.0, "lenet": 0.1}
 def run(model, optimizer, dtype, images, labels, record):
     flow.clear_default_session()
     flow.random.seed(0)
-    ranks, rank = flow.distributed.size(), flow.distributed.rank()
-    per = BATCH // ranks
+    parts = flow.distributed.size() * DEVICES   # the world's devices
+    per = BATCH // parts
     fdtype = flow.float64 if dtype == "float64" else flow.float32
 
     @flow.global_function(type="train")
@@ -63,8 +66,9 @@ def run(model, optimizer, dtype, images, labels, record):
     x = images.astype(dtype)
     key = f"{model}-{optimizer}-{dtype}"
     for step in range(STEPS[dtype]):
-        losses = train([x[r * per:(r + 1) * per] for r in range(ranks)],
-                       [labels[r * per:(r + 1) * per] for r in range(ranks)])
+        losses = train([x[r * per:(r + 1) * per] for r in range(parts)],
+                       [labels[r * per:(r + 1) * per] for r in range(parts)])
+        assert len(losses) == parts
         record[f"{key}/loss/{step}"] = np.concatenate(losses)
         for name, value in flow.get_all_variables().items():
             if step in (0, STEPS[dtype] - 1) or dtype == "float64":
@@ -73,13 +77,17 @@ def run(model, optimizer, dtype, images, labels, record):
 
 def main(out):
     flow.config.conv_algorithm("gemm")   # the closest to exact: float32 parity over 20 steps
+    if DEVICES > 1:   # devices per machine: the ranks on this host share them
+        flow.config.gpu_device_num(0)
+        flow.config.cpu_device_num(DEVICES * flow.distributed.world().local_size)
     rng = np.random.default_rng(1)
     images = rng.random((BATCH, 1, 28, 28))
     labels = rng.integers(0, 10, BATCH).astype(np.int32)
     record = {}
     models = sys.argv[2].split(",") if len(sys.argv) > 2 else ["mlp", "lenet"]
+    optimizers = sys.argv[4].split(",") if len(sys.argv) > 4 else list(OPTIMIZERS)
     for model in models:
-        for optimizer in OPTIMIZERS:
+        for optimizer in optimizers:
             for dtype in STEPS:
                 run(model, optimizer, dtype, images, labels, record)
     rank = flow.distributed.rank()
