@@ -9,14 +9,17 @@ architecture, one fixed batch, in one process.
     python benchmarks/zoo_steps.py --device gpu --cases 'aioflow graph' 'torch compile'
     python benchmarks/zoo_steps.py --device strict --tiny   # the GPU check's dry run
 
-Models are ``name:batch``: ``resnet50`` (224x224, 1000 classes, SGD with momentum),
-``bert_base`` (12 layers, hidden 768, seq 128, AdamW with global-norm clipping), and the
-seeds' ``mlp`` and ``lenet`` (28x28, SGD). The zoo's learning-rate schedules change the
+Models are ``name:batch``: the image classifiers of benchmarks/zoo_models.py
+(``resnet50``, ``resnext50``, ``alexnet``, ``vgg16_bn``, ``mobilenet_v2`` at 224x224,
+``inception_v3`` at 299x299; 1000 classes, SGD with momentum), ``bert_base`` (12 layers,
+hidden 768, seq 128, AdamW with global-norm clipping), and the seeds' ``mlp`` and
+``lenet`` (28x28, SGD). The zoo's learning-rate schedules change the
 rate every step, and a CUDA graph bakes the rate in (it would capture the step again every
 step), so both optimizers run at a constant rate here; BERT's dropout is off (``--dropout``)
 for the same reason: a replay would repeat the draws, so a job with dropout runs eagerly.
-``--tiny``: ResNet-50 at 32x32, channel widths / 8, 10 classes; BERT with 2 layers, hidden
-64, seq 16, vocabulary 100 (a CPU dry run of every code path).
+``--tiny``: the classifiers at the zoo tests' sizes (ResNet-50 at 32x32, channel widths
+/ 8, 10 classes); BERT with 2 layers, hidden 64, seq 16, vocabulary 100 (a CPU dry run of
+every code path).
 
 Per case, after ``--warmup`` steps (compilation, capture): the median wall time of a
 step (a blocking call returning the per-sample losses on the host, PyTorch's copied back
@@ -51,19 +54,15 @@ CASES = ("aioflow eager", "aioflow fused", "aioflow graph", "torch eager", "torc
 DEFAULT_CASES = CASES[:4]   # torch.compile takes minutes to compile a zoo model
 
 
-def tiny_bert():
-    return dict(vocab_size=100, seq_length=16, hidden_size=64, num_hidden_layers=2,
-                num_attention_heads=2, intermediate_size=256, max_position_embeddings=32)
-
-
 def _bert_cfg(args):
-    return Z.bert_cfg(args.dropout, **(tiny_bert() if args.tiny else {}))
+    return Z.bert_cfg(args.dropout, **(Z.tiny_bert() if args.tiny else {}))
 
 
 def inputs_of(name: str, batch: int, args) -> tuple:
     """The fixed batch every case of model ``name`` trains on (numpy arrays)."""
-    if name == "resnet50":
-        return Z.resnet50_batch(batch, *((32, 10) if args.tiny else (224, 1000)))
+    if name in Z.IMAGE:
+        return Z.image_batch(batch, (Z.TINY_IMAGE if args.tiny else Z.IMAGE)[name],
+                             10 if args.tiny else 1000)
     if name == "bert_base":
         return Z.bert_batch(_bert_cfg(args), batch)
     rng = np.random.default_rng(0)
@@ -73,9 +72,8 @@ def inputs_of(name: str, batch: int, args) -> tuple:
 
 def flow_job(name: str, batch: int, args):
     """The aioflow train job of model ``name`` for batches of ``batch``."""
-    if name == "resnet50":
-        return Z.resnet50_job(batch, *((32, 10, 8) if args.tiny else (224, 1000, 1)),
-                              schedule=False)[0]
+    if name in Z.IMAGE:
+        return Z.classifier_flow_job(name, batch, args.tiny, schedule=False)[0]
     if name == "bert_base":
         return Z.bert_job(_bert_cfg(args), batch, schedule=False)[0]
     return flow_jobs(name, batch=batch)[0]
@@ -84,12 +82,15 @@ def flow_job(name: str, batch: int, args):
 def torch_model_of(name: str, args):
     """``(net, optimizer factory, clip norm or None)``: the same model in PyTorch."""
     import torch
-    if name == "resnet50":   # the zoo's l2(1/32768) regularizers as weight decay
-        return (Z.resnet50_torch_net(*((10, 8) if args.tiny else (1000, 1))),
+    if name in ("resnet50", "resnext50"):   # the zoo's l2(1/32768) regularizers as weight decay
+        return (Z.classifier_torch_net(name, args.tiny),
                 lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=1 / 32768),
                 None)
     if name == "bert_base":
         return Z.bert_torch_net(_bert_cfg(args)), Z.bert_adamw, 1.0
+    if name in Z.IMAGE:
+        return (Z.classifier_torch_net(name, args.tiny),
+                lambda p: Z.classifier_optimizer(name, list(p)), None)
     return torch_model(name), lambda p: torch.optim.SGD(p, lr=0.01), None
 
 
@@ -217,7 +218,7 @@ def ratios_row(name, batch, rows) -> str:
 
 def parse_model(spec: str) -> tuple[str, int]:
     name, _, batch = spec.partition(":")
-    if name not in ("resnet50", "bert_base", "mlp", "lenet"):
+    if name not in (*Z.IMAGE, "bert_base", "mlp", "lenet"):
         raise argparse.ArgumentTypeError(f"unknown model {name!r}")
     return name, int(batch or 32)
 
@@ -242,7 +243,7 @@ def base_parser(doc: str, models: list) -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("gpu", "strict", "simulated", "cpu"),
                         default="gpu")
     parser.add_argument("--models", nargs="+", type=parse_model, default=models,
-                        help="name:batch (resnet50, bert_base, mlp, lenet)")
+                        help=f"name:batch ({', '.join(Z.IMAGE)}, bert_base, mlp, lenet)")
     parser.add_argument("--tiny", action="store_true", help="the dry run's small zoo models")
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="BERT's dropout (not 0: aioflow's graph case runs eagerly)")

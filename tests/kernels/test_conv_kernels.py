@@ -65,6 +65,11 @@ CASES = [
     ("4x2-same-s1-asym", (2, 3, 7, 6), (4, 3, 4, 2), (1, 1), "SAME", (1, 1), 1),
     ("3x3-s1-d2-asym", (2, 4, 8, 9), (3, 4, 3, 3), (1, 1), ((2, 1), (0, 3)), (2, 2), 1),
     ("valid-s2-dil2-g2", (1, 8, 11, 10), (4, 4, 3, 3), (2, 2), ((0, 0), (0, 0)), (2, 2), 2),
+    # MobileNet's depthwise 3x3 (one channel per group), ResNeXt's grouped 3x3
+    ("depthwise-3x3-same", (2, 6, 7, 7), (6, 1, 3, 3), (1, 1), "SAME", (1, 1), 6),
+    ("depthwise-3x3-same-s2", (2, 5, 8, 7), (5, 1, 3, 3), (2, 2), "SAME", (1, 1), 5),
+    ("depthwise-x2-3x3-d2", (2, 4, 9, 8), (8, 1, 3, 3), (1, 1), "SAME", (2, 2), 4),
+    ("g4-3x3-same", (3, 16, 6, 5), (8, 4, 3, 3), (1, 1), "SAME", (1, 1), 4),
 ]
 
 
@@ -99,6 +104,7 @@ def lowering(request, monkeypatch):
 @pytest.fixture(params=["tconv", "scatter"])
 def data_grad_path(request, monkeypatch):
     monkeypatch.setattr(K, "_TCONV_MIN_CHANNELS", 0 if request.param == "tconv" else 10**9)
+    monkeypatch.setattr(K, "_TCONV_DEPTHWISE", request.param == "tconv")
     return request.param
 
 
@@ -288,7 +294,8 @@ def test_batch_chunks_cover_the_batch(monkeypatch, n, per_sample, chunk_bytes, s
 
 
 @pytest.mark.parametrize("case_id", ["5x5-lenet-c1", "5x5-wide-g2", "5x3-same-s3-d2",
-                                     "3x3-nonsq-stride-dil-asym-g2"])
+                                     "3x3-nonsq-stride-dil-asym-g2", "depthwise-3x3-same",
+                                     "depthwise-3x3-same-s2", "g4-3x3-same"])
 def test_chunked_batch_matches_whole_batch(case_id, lowering, data_grad_path, monkeypatch):
     x, w, y_ref, cot, (s, p, d, g) = _data(case_id)
     x = np.concatenate([x, x[:1] * 0.5])               # odd batch: uneven chunks

@@ -2,15 +2,15 @@
 ``Classification/cnns`` model files build them: a ``conv2d_layer`` helper over
 ``flow.get_variable`` + ``flow.nn.conv2d`` (+ bias, batch norm, relu), Inception's blocks
 under ``flow.scope.namespace("mixed_<i>")`` with the same layer names in each branch.
-Channel widths are divided by 8 (16 for the classifier heads) and each model gets the
+Channel widths are divided by 8 (64 for the classifier heads) and each model gets the
 smallest image its stride and pooling structure allows, so a step is quick on two cores."""
 
 import aioflow as flow
-import aioflow.typing as tp
 
-from .zoo import assert_falls, batch, losses_of, sgd_with_warmup, train_config
+from .zoo import assert_falls, batch, classifier_job, losses_of
 
 BATCH, CLASSES, DIV = 2, 10, 8
+HIDDEN = 4096 // 64   # the classifier heads' hidden units (AlexNet's, VGG's)
 
 
 def conv2d_layer(name, input, filters, kernel_size=3, strides=1, padding="SAME",
@@ -59,7 +59,7 @@ def alexnet(images):
     conv4 = conv2d_layer("conv4", conv3, 384 // DIV)
     conv5 = conv2d_layer("conv5", conv4, 256 // DIV)
     pool5 = flow.nn.avg_pool2d(conv5, 3, 2, "VALID", "NCHW", name="pool5")
-    return classifier(pool5, [4096 // 64, 4096 // 64])
+    return classifier(pool5, [HIDDEN, HIDDEN])
 
 
 def vgg16_bn(images):
@@ -69,7 +69,7 @@ def vgg16_bn(images):
         for i in range(count):
             x = conv2d_layer(f"conv{stage + 1}_{i + 1}", x, filters // DIV, bn=True)
         x = flow.nn.max_pool2d(x, 2, 2, "VALID", "NCHW", name=f"pool{stage + 1}")
-    return classifier(x, [4096 // 64, 4096 // 64])
+    return classifier(x, [HIDDEN, HIDDEN])
 
 
 def inverted_residual_unit(data, num_filter, stride, expansion, prefix, shortcut):
@@ -175,17 +175,9 @@ def inception_v3(images):
 
 
 def _trains(model, image, steps=5, lr=0.01):
-    @flow.global_function(type="train", function_config=train_config())
-    def TrainNet(images: tp.Numpy.Placeholder((BATCH, 3, image, image), dtype=flow.float),
-                 labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
-        logits = model(images)
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits,
-                                                                name="softmax_loss")
-        sgd_with_warmup(lr=lr).minimize(loss)
-        return loss
-
     images, labels = batch((BATCH, 3, image, image), CLASSES)
-    assert_falls(losses_of(TrainNet, images, labels, steps=steps))
+    assert_falls(losses_of(classifier_job(model, BATCH, image, lr), images, labels,
+                           steps=steps))
 
 
 def test_alexnet_trains():

@@ -63,8 +63,10 @@ def discriminator(img, trainable=True):
     return dense(flow.reshape(h1, (BATCH, -1)), 1, name="d_fc", trainable=trainable)
 
 
-@pytest.mark.filterwarnings("ignore:conv2d_transpose. output_shape:RuntimeWarning")
-def test_dcgan_generator_and_discriminator_jobs_train_in_turn():
+def train_jobs():
+    """The script's two jobs over one set of variables: ``(train_generator,
+    train_discriminator)``, Adam at 1e-3, each returning its losses (the generator's job its
+    images too)."""
     func_config = flow.FunctionConfig()
     func_config.default_data_type(flow.float)
     func_config.default_logical_view(flow.scope.consistent_view())
@@ -94,9 +96,20 @@ def test_dcgan_generator_and_discriminator_jobs_train_in_turn():
         flow.losses.add_loss(d_loss)
         return d_loss, d_loss_fake, d_loss_real
 
-    rng = np.random.default_rng(0)
+    return train_generator, train_discriminator
+
+
+def inputs(seed=0):
+    """A fixed noise batch and a batch of images in [-1, 1]: ``(z, images)``."""
+    rng = np.random.default_rng(seed)
     z = rng.standard_normal((BATCH, Z_DIM)).astype(np.float32)
-    images = np.tanh(rng.standard_normal((BATCH, 1, 28, 28))).astype(np.float32)
+    return z, np.tanh(rng.standard_normal((BATCH, 1, 28, 28))).astype(np.float32)
+
+
+@pytest.mark.filterwarnings("ignore:conv2d_transpose. output_shape:RuntimeWarning")
+def test_dcgan_generator_and_discriminator_jobs_train_in_turn():
+    train_generator, train_discriminator = train_jobs()
+    z, images = inputs()
     d_losses, g_losses, generators = [], [], []
     generator_weights = lambda: {k: v for k, v in flow.get_all_variables().items()  # noqa: E731
                                  if k.startswith("g_") and k.endswith("-weight")}

@@ -12,7 +12,7 @@ import numpy as np
 import aioflow as flow
 import aioflow.typing as tp
 
-from .zoo import assert_falls, batch, losses_of, sgd_with_warmup, train_config
+from .zoo import assert_falls, batch, classifier_job, losses_of, train_config
 
 BLOCK_COUNTS = [3, 4, 6, 3]
 WIDTH_DIVISOR = 8
@@ -108,14 +108,7 @@ def resnet50(images, groups=1, training=True):
 
 
 def _train_job(groups):
-    @flow.global_function(type="train", function_config=train_config())
-    def TrainNet(images: tp.Numpy.Placeholder((BATCH, 3, IMAGE, IMAGE), dtype=flow.float),
-                 labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
-        logits = resnet50(images, groups)
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits, name="softmax_loss")
-        sgd_with_warmup(lr=0.02).minimize(loss)
-        return loss
-    return TrainNet
+    return classifier_job(lambda images: resnet50(images, groups), BATCH, IMAGE, lr=0.02)
 
 
 def _predict_job(groups):

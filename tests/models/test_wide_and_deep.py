@@ -44,7 +44,8 @@ def _model(dense_fields, wide_sparse_fields, deep_sparse_fields):
         deep_features = flow.nn.dropout(deep_features, rate=0.1)
     deep_scores = flow.layers.dense(
         deep_features, units=1, kernel_initializer=flow.glorot_uniform_initializer(),
-        bias_initializer=flow.constant_initializer(0.0), name="fc3")
+        bias_initializer=flow.constant_initializer(0.0),
+        name="fc" + str(len(DEEP_HIDDEN_UNITS) + 1))
     return wide_scores + deep_scores
 
 
@@ -56,9 +57,9 @@ def _get_train_conf():
     return train_conf
 
 
-def test_wide_and_deep_trains_on_int_click_labels():
-    flow.config.collective_boxing.nccl_enable_all_to_all(True)
-
+def train_job():
+    """The script's train job: ``(labels, dense_fields, wide_sparse_fields,
+    deep_sparse_fields)`` -> the per-sample losses; LazyAdam at 0.01."""
     @flow.global_function("train", _get_train_conf())
     def train_job(labels: tp.Numpy.Placeholder((BATCH, 1), dtype=flow.int32),
                   dense_fields: tp.Numpy.Placeholder((BATCH, DENSE), dtype=flow.float),
@@ -70,13 +71,21 @@ def test_wide_and_deep_trains_on_int_click_labels():
         lr_scheduler = flow.optimizer.PiecewiseConstantScheduler([], [0.01])
         flow.optimizer.LazyAdam(lr_scheduler).minimize(loss)
         return loss
+    return train_job
 
-    rng = np.random.default_rng(0)
-    inputs = (rng.integers(0, 2, (BATCH, 1)).astype(np.int32),
-              rng.standard_normal((BATCH, DENSE)).astype(np.float32),
-              rng.integers(0, WIDE_VOCAB, (BATCH, WIDE)).astype(np.int32),
-              rng.integers(0, DEEP_VOCAB, (BATCH, DEEP)).astype(np.int32))
-    assert_falls(losses_of(train_job, *inputs, steps=8))
+
+def inputs(seed=0):
+    """A fixed batch: ``(labels, dense_fields, wide_sparse_fields, deep_sparse_fields)``."""
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 2, (BATCH, 1)).astype(np.int32),
+            rng.standard_normal((BATCH, DENSE)).astype(np.float32),
+            rng.integers(0, WIDE_VOCAB, (BATCH, WIDE)).astype(np.int32),
+            rng.integers(0, DEEP_VOCAB, (BATCH, DEEP)).astype(np.int32))
+
+
+def test_wide_and_deep_trains_on_int_click_labels():
+    flow.config.collective_boxing.nccl_enable_all_to_all(True)
+    assert_falls(losses_of(train_job(), *inputs(), steps=8))
 
 
 def test_sigmoid_cross_entropy_labels_must_match_the_logits_shape():

@@ -1,11 +1,13 @@
 """What the zoo's training scripts share: their function config, their optimizer (SGD
 with momentum, a warm-up then a decay, L2 regularization on the weights), and a check
-that the loss of a few steps on one fixed batch falls."""
-from __future__ import annotations
+that the loss of a few steps on one fixed batch falls.
 
+No ``from __future__ import annotations`` here: ``classifier_job``'s placeholder annotations
+use its arguments, which only an annotation evaluated at once can see."""
 import numpy as np
 
 import aioflow as flow
+import aioflow.typing as tp
 
 
 def train_config():
@@ -24,6 +26,23 @@ def sgd_with_warmup(lr=0.05, warmup_steps=2, decay_steps=100):
     warmup = flow.optimizer.warmup.linear(warmup_steps, 0.1)
     schedule = flow.optimizer.CosineScheduler(lr, decay_steps, warmup=warmup)
     return flow.optimizer.SGD(schedule, momentum=0.9)
+
+
+def classifier_job(model, batch, image, lr=0.05, schedule=True):
+    """The zoo's image classifier train job: ``model(images)`` -> logits on ``batch`` images
+    of 3 x ``image`` x ``image``, the mean sparse softmax cross entropy against int32
+    labels, SGD with momentum under :func:`sgd_with_warmup`, or with ``schedule=False`` at
+    a constant rate (a CUDA graph bakes the rate in). Returns the per-sample losses."""
+    @flow.global_function(type="train", function_config=train_config())
+    def TrainNet(images: tp.Numpy.Placeholder((batch, 3, image, image), dtype=flow.float),
+                 labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, model(images),
+                                                                name="softmax_loss")
+        optimizer = (sgd_with_warmup(lr=lr) if schedule
+                     else flow.optimizer.SGD(lr, momentum=0.9))
+        optimizer.minimize(loss)
+        return loss
+    return TrainNet
 
 
 def batch(shape, classes, seed=0):
