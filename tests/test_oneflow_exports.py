@@ -149,3 +149,31 @@ def test_eager_execution_is_refused_lazy_mode_accepted():
     flow.experimental.enable_typing_check(False)
     with pytest.raises(TypeError, match="val must be a bool"):
         flow.experimental.enable_typing_check(1)
+
+
+def test_clip_by_value_is_one_op_whose_gradient_keeps_the_bounds():
+    seen = {}
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(5,), initializer=flow.zeros_initializer())
+        flow.watch_diff(w, lambda d: seen.setdefault("d", d))
+        y = flow.clip_by_value(x + w, 0.0, 6.0)
+        flow.optimizer.SGD(0.0, momentum=0).minimize(flow.math.reduce_sum(y))
+        return y
+
+    y = job(np.array([-1, 0, 3, 6, 7], np.float32))
+    flow.sync_default_session()
+    assert y.tolist() == [0, 0, 3, 6, 6]
+    assert seen["d"].tolist() == [0, 1, 1, 1, 0]     # OneFlow: min <= x <= max passes
+    ops = [node.op.name for node in job.graph.nodes]
+    assert "clip_by_scalar" in ops and "maximum" not in ops and "minimum" not in ops
+
+    @flow.global_function(type="predict")
+    def bad(x: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        with pytest.raises(ValueError, match="cannot both be None"):
+            flow.clip_by_value(x)
+        with pytest.raises(TypeError, match="max_value must be a number"):
+            flow.clip_by_value(x, 0.0, "6")
+        return x
+    bad(np.zeros(5, np.float32))

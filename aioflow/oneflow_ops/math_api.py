@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from ..ir.blob import bind_operators
 from ..ops import elementwise as _ew
 from ..ops import indexing as _idx
@@ -25,7 +27,7 @@ from ..ops import shape as _shape
 from ..ops import special as _sp
 from ..ops.registry import normalize_axis
 from .dynamic_api import where
-from .ops_api import cast, expand_dims, reshape
+from .ops_api import _require_blob, cast, expand_dims, reshape
 
 
 __all__ = ["reciprocal", "add_n", "reduce_variance", "argmax", "squared_difference",
@@ -151,13 +153,29 @@ def squared_difference(x, y, name=None):
 
 
 def clip_by_value(values, min_value=None, max_value=None, name=None):
-    """``values`` clipped to ``[min_value, max_value]`` (either bound may be None)."""
-    out = values
-    if min_value is not None:
-        out = maximum(out, min_value)
-    if max_value is not None:
-        out = minimum(out, max_value)
-    return out
+    """``values`` clipped to ``[min_value, max_value]`` (either bound may be None, not
+    both), in one op; the gradient passes where ``min_value <= values <= max_value``, as
+    OneFlow's ``clip_by_scalar`` gives it. Integer Blobs clip at ``int(bound)``.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> @flow.global_function(type="predict")
+    ... def relu6(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+    ...     return flow.clip_by_value(x, 0.0, 6.0)
+    >>> relu6(np.array([-1, 2, 6, 9], np.float32)).tolist()
+    [0.0, 2.0, 6.0, 6.0]
+    >>> flow.clear_default_session()
+    """
+    _require_blob(values, "clip_by_value", "values")
+    if min_value is None and max_value is None:
+        raise ValueError("clip_by_value: min_value and max_value cannot both be None")
+    for arg, bound in (("min_value", min_value), ("max_value", max_value)):
+        if bound is not None and (isinstance(bound, bool)
+                                  or not isinstance(bound, (int, float, np.number))):
+            raise TypeError(f"clip_by_value: {arg} must be a number or None, got "
+                            f"{type(bound).__name__}")
+    return _ew.clip_by_scalar(values, low=None if min_value is None else float(min_value),
+                              high=None if max_value is None else float(max_value),
+                              name=name)
 
 
 # -- OneFlow v0.3.4's further math (issue 18) ----------------------------------------------

@@ -317,6 +317,45 @@ def relu_grad(ctx, y, gy, out=None):
     return ctx.xp.multiply(gy, y > 0, out=out)
 
 
+def _clip_bound(value, dtype):
+    """A bound of ``clip_by_scalar`` in the array's kind (OneFlow's integral_min/max
+    attributes for integer arrays: ``int(value)``), None for no bound."""
+    if value is None:
+        return None
+    return int(value) if np.dtype(dtype).kind in "iu" else float(value)
+
+
+def _infer_clip(x, *, low, high):
+    return [(x.shape, x.dtype)]
+
+
+@register("clip_by_scalar", infer=_infer_clip, writes_out=True)
+def clip_by_scalar(ctx, x, *, low, high, out=None):
+    """``x`` clipped to ``[low, high]`` (None: no bound on that side), one pass: OneFlow's
+    ``clip_by_scalar`` (and its ``_min`` / ``_max`` forms)."""
+    return ctx.xp.clip(x, _clip_bound(low, x.dtype), _clip_bound(high, x.dtype), out=out)
+
+
+@register("clip_by_scalar_grad", infer=same_as_first, differentiable=False,
+          writes_out=True)
+def clip_by_scalar_grad(ctx, gy, x, *, low, high, out=None):
+    """``gy`` where ``low <= x <= high``, else 0: OneFlow's clip gradient keeps the bounds
+    themselves."""
+    xp = ctx.xp
+    inside = None
+    if low is not None:
+        inside = x >= _clip_bound(low, x.dtype)
+    if high is not None:
+        below = x <= _clip_bound(high, x.dtype)
+        inside = below if inside is None else inside & below
+    return xp.multiply(gy, inside, out=out)
+
+
+@clip_by_scalar.grad
+def _clip_grad(node, gy):
+    return [clip_by_scalar_grad(gy, node.inputs[0], **node.attrs)]
+
+
 @negative.grad
 def _neg_grad(node, gy):
     return [negative(gy)]

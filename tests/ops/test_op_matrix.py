@@ -221,7 +221,17 @@ case("add_n", lambda a, b, c: flow.math.add_n([a, b, c]), lambda a, b, c: a + b 
 case("squared_difference", flow.math.squared_difference, lambda a, b: (a - b) ** 2,
      (U(-2, 2, 2, 3), U(-2, 2, 3)), ("subtract", "square"))
 case("clip_by_value", lambda a: flow.clip_by_value(a, -0.5, 0.5), lambda a: np.clip(a, -.5, .5),
-     (Fixed([[-1.3, -0.7, -0.2], [0.1, 0.6, 1.4]]),), ("maximum", "minimum"))
+     (Fixed([[-1.3, -0.7, -0.2], [0.1, 0.6, 1.4]]),), ("clip_by_scalar",),
+     ("clip_by_scalar_grad",))
+case("clip_by_value-min-only", lambda a: flow.clip_by_value(a, min_value=0.2),
+     lambda a: np.maximum(a, 0.2), (Fixed([[-1.3, -0.7, 0.4], [0.1, 0.6, 1.4]]),),
+     ("clip_by_scalar",), ("clip_by_scalar_grad",))
+case("clip_by_value-max-only", lambda a: flow.clip_by_value(a, max_value=0.2),
+     lambda a: np.minimum(a, 0.2), (Fixed([[-1.3, -0.7, 0.4], [0.1, 0.6, 1.4]]),),
+     ("clip_by_scalar",), ("clip_by_scalar_grad",))
+case("clip_by_value-int", lambda a: flow.clip_by_value(a, -1.5, 2.7),
+     lambda a: np.clip(a, -1, 2).astype(a.dtype), (Fixed([-4, -1, 0, 2, 3, 7]),),
+     ("clip_by_scalar",), dtypes=(I32, np.int64), grad=False)
 
 # comparisons: forward only, int8 results; small integers so that ties happen.
 for _name, _fn, _ref in [("equal", flow.math.equal, np.equal),
