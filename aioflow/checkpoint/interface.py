@@ -20,36 +20,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.results import blocking_entry
-from . import get_all_variables, load_variables
+from . import _checked_value, _ready_session
+from .thread import checkpoint_entry
 
 __all__ = ["get_interface_blob_value", "set_interface_blob_value"]
 
 
-def _known(op_name, what: str, names) -> None:
+def _record(session, op_name, what: str):
     if not isinstance(op_name, str):
         raise TypeError(f"{what}: op_name must be a str, got {type(op_name).__name__}")
-    if op_name not in names:
-        known = ", ".join(sorted(names)[:8]) or "none yet"
+    record = session.variables.get(op_name)
+    if record is None:
+        names = sorted(session.variables)
+        known = ", ".join(names[:8]) or "none yet"
         raise KeyError(f"{what}: no variable named {op_name!r} (interface blobs here are the "
                        f"variables: {known}{', ...' if len(names) > 8 else ''})")
+    return record
 
 
-@blocking_entry
+@checkpoint_entry
 def get_interface_blob_value(op_name: str) -> np.ndarray:
     """A copy of the variable ``op_name``'s value once the steps in flight completed."""
-    values = get_all_variables.__wrapped__()
-    _known(op_name, "flow.experimental.get_interface_blob_value", values)
-    return values[op_name]
+    session = _ready_session()
+    with session.lock:
+        return _record(session, op_name, "flow.experimental.get_interface_blob_value"
+                       ).host_value()
 
 
-@blocking_entry
+@checkpoint_entry
 def set_interface_blob_value(op_name: str, ndarray) -> None:
     """Set the variable ``op_name`` to ``ndarray`` (its shape; float64 converts to float32)
     once the steps in flight completed; the next step sees it."""
-    _known(op_name, "flow.experimental.set_interface_blob_value",
-           get_all_variables.__wrapped__())
+    what = "flow.experimental.set_interface_blob_value"
     if not isinstance(ndarray, np.ndarray):
-        raise TypeError("flow.experimental.set_interface_blob_value: ndarray must be a "
-                        f"numpy.ndarray, got {type(ndarray).__name__}")
-    load_variables.__wrapped__({op_name: ndarray}, ignore_mismatch=False)
+        raise TypeError(f"{what}: ndarray must be a numpy.ndarray, got "
+                        f"{type(ndarray).__name__}")
+    session = _ready_session()
+    with session.lock:
+        record = _record(session, op_name, what)
+        record.assign_host(_checked_value(record, ndarray))
