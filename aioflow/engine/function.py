@@ -170,18 +170,18 @@ class JobFunction:
             session = session_mod.default_session()
             return JobCall(self._awaited(session, args, kwargs), self.__name__)
         # Arguments are copied where the call returns before its step has read them, so
-        # the caller may reuse its buffers at once. An awaited call copies later, and only
-        # if its step is queued rather than run on the loop (runtime/calls.py).
+        # the caller may reuse its buffers at once (an awaited call copies when it runs,
+        # and only if its step is queued rather than run on the loop: runtime/calls.py).
         foreign = foreign_async_library() is not None
         returns_early = spec.callback or spec.is_legacy or foreign
         session = session_mod.default_session()
-        known = session.compiled.get(id(self))
         private = False
         if returns_early:
             # On a device with a staging ring the copy goes straight into it (a job
             # compiled by an earlier call; the first call copies as the CPU does). A short
             # Callback step from plain code runs in this thread before the call returns
             # (flow.config.inline_callback_ms): copied only if it is queued after all.
+            known = session.compiled.get(id(self))
             if known is None:
                 private = True
             elif foreign or running_loop() is not None:
@@ -190,16 +190,15 @@ class JobFunction:
                 known.note_caller_arrived()
                 if not known.fits_inline:
                     private = known.private_copy
-        compiled, arrays = self._prepared(session, known, args, kwargs, private)
+        compiled, arrays = self._prepared(session, args, kwargs, private)
         return call_job(self, compiled, arrays, copied=bool(private))
 
     def _awaited(self, session, args, kwargs):
-        return await_value(lambda: self._prepared(session, session.compiled.get(id(self)),
-                                                  args, kwargs, private=False))
+        return await_value(lambda: self._prepared(session, args, kwargs, private=False))
 
-    def _prepared(self, session, known, args, kwargs, private):
+    def _prepared(self, session, args, kwargs, private):
         """(the compiled job, the call's arrays): bound and checked, then compiled."""
-        devices = known.devices if known is not None else self.devices_for(session)
+        devices = self.devices_for(session)
         # Bind first: a refused call compiles nothing.
         arrays = self._bind(args, kwargs, private=private, devices=devices)
         # dynamic arguments of other shapes than declared: the job traced for them

@@ -24,7 +24,7 @@ def call_job(job, compiled, arrays, copied: bool = False):
 
     if not spec.callback and not spec.is_legacy:
         if loop is not None:
-            return JobCall(_await_value(lambda: (compiled, arrays)), job.__name__)
+            return JobCall(await_value(lambda: (compiled, arrays)), job.__name__)
         foreign = foreign_async_library()
         if foreign == "trio":   # awaited natively: woken through the run's token
             return JobCall(trio_calls.await_value(pipeline, compiled, arrays), job.__name__)
@@ -62,12 +62,6 @@ def call_job(job, compiled, arrays, copied: bool = False):
     return LegacyResult(step.future, compiled, job.__name__, slot)
 
 
-def await_value(prepare):
-    """The coroutine of a value-form call awaited on an asyncio loop: ``prepare()`` ->
-    ``(compiled, arrays)`` binds it at its turn (``JobFunction.__call__``)."""
-    return _await_value(prepare)
-
-
 def _with_feeds(compiled, arrays) -> list:
     """The call's arguments and the next batch of the job's own readers (flow.data), which
     fill the placeholders after the parameters. In the callback form inside an event loop
@@ -95,7 +89,7 @@ def _delivery(pipeline, loop, compiled, job_name, step):
     return deliver
 
 
-async def _await_value(prepare):
+async def await_value(prepare):
     """An awaited call's step on an asyncio loop. ``prepare()`` -> ``(compiled, arrays)``
     binds and checks the call's arguments; it runs at the call's turn on the loop
     (runtime/turns.py), with the copies and the admission of a queued step: calls started
