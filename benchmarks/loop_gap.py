@@ -11,7 +11,10 @@ per case, the worst gap of each round, and the idle loop's worst gap over 0.2 s 
 before it (what this machine's scheduler alone does), and the loop's longest iteration in
 CPU time of the loop's thread (``time.thread_time`` between two polls of its selector):
 the loop's own work, which a loaded host's preemption and other threads' GIL turns do not
-inflate. The garbage collector is held off while measuring, as in the tests: its full
+inflate. On a virtual machine, the hypervisor may run other guests while this one's CPUs
+want to run (``steal`` in /proc/stat): a thread is then stopped for milliseconds whatever
+it runs, so the script also counts the clock ticks stolen during each round and gives the
+worst gap of the rounds without any. The garbage collector is held off while measuring, as in the tests: its full
 collections are Python's pauses, not aioflow's.
 """
 from __future__ import annotations
@@ -64,20 +67,34 @@ class _IterationCPU:
         selector.select = select
 
 
-async def _round(predict, calls: int, cpu: _IterationCPU) -> tuple[float, float, float]:
+def _stolen_ticks() -> int:
+    """The time the hypervisor ran other guests while this VM's CPUs wanted to run, in
+    clock ticks (10 ms), all CPUs together: the ``steal`` column of /proc/stat (0 where
+    there is none: bare metal, or not Linux)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        return int(fields[8])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+async def _round(predict, calls: int, cpu: _IterationCPU):
     """(worst gap with the calls running, worst gap of the idle loop just before, longest
-    iteration's CPU time while the calls ran), ms."""
+    iteration's CPU time while the calls ran, ms; clock ticks stolen while they ran)."""
     gaps, stop = [], asyncio.Event()
     beat = asyncio.create_task(heartbeat(stop, gaps))
     await asyncio.sleep(0.2)
     idle = max(gaps)
     gaps.clear()
     cpu.longest = 0.0
+    stolen = _stolen_ticks()
     await asyncio.gather(*(predict(X) for _ in range(calls)))
+    stolen = _stolen_ticks() - stolen
     longest = cpu.longest
     stop.set()
     await beat
-    return 1e3 * max(gaps), 1e3 * idle, 1e3 * longest
+    return 1e3 * max(gaps), 1e3 * idle, 1e3 * longest, stolen
 
 
 def _spread(values) -> str:
@@ -99,9 +116,13 @@ async def main(args) -> None:
                 results.append(await _round(predict, calls, cpu))
         finally:
             gc.enable()
-        busy, idle, longest = zip(*results)
+        busy, idle, longest, stolen = zip(*results)
         print(f"{calls} calls at depth {depth}: worst gap {_spread(busy)}; idle loop "
               f"{_spread(idle)}; longest iteration (loop CPU) {_spread(longest)}")
+        unstolen = [gap for gap, ticks in zip(busy, stolen) if ticks == 0]
+        print(f"  clock ticks stolen by the hypervisor per round: {list(stolen)}; worst gap "
+              f"of the {len(unstolen)} rounds with none: "
+              f"{_spread(unstolen) if unstolen else '-'}")
     await flow.clear_default_session()
 
 

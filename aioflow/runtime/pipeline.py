@@ -582,24 +582,31 @@ class Pipeline:
                 if self._completion_thread is not None:
                     self._completion_queue.put(_STOP)
                 return
-            if not step.future.set_running_or_notify_cancel():
-                self._retire(step)      # withdrawn before it started: it never runs
-                continue
-            in_flight, error = None, None
-            try:
-                in_flight = step.compiled.submit(step.arrays)
-            except BaseException as exc:  # goes to whoever holds the future
-                error = exc
-            # _handed_back is the completion thread's, read here without a lock: it only
-            # grows, so a stale read can only see a step still ahead (the step is then
-            # handed on too, which keeps the order), never miss one.
-            if (self._handed_back == self._handed_over
-                    and (in_flight is None or in_flight.done())):
-                self._complete(step, in_flight, error)   # nothing ahead of it in flight
-            else:
-                self._handed_over += 1
-                self._start_completion()
-                self._completion_queue.put((step, in_flight, error))
+            self._submit(step)
+            # Nothing of the step stays bound while this thread waits for the next one:
+            # its future's callbacks hold the caller's event loop (a finished loop, never
+            # collected while the pipeline idles) and its in-flight buffers.
+            del step
+
+    def _submit(self, step: Step) -> None:
+        if not step.future.set_running_or_notify_cancel():
+            self._retire(step)      # withdrawn before it started: it never runs
+            return
+        in_flight, error = None, None
+        try:
+            in_flight = step.compiled.submit(step.arrays)
+        except BaseException as exc:  # goes to whoever holds the future
+            error = exc
+        # _handed_back is the completion thread's, read here without a lock: it only
+        # grows, so a stale read can only see a step still ahead (the step is then
+        # handed on too, which keeps the order), never miss one.
+        if (self._handed_back == self._handed_over
+                and (in_flight is None or in_flight.done())):
+            self._complete(step, in_flight, error)   # nothing ahead of it in flight
+        else:
+            self._handed_over += 1
+            self._start_completion()
+            self._completion_queue.put((step, in_flight, error))
 
     def _completion_loop(self, role: str) -> None:
         _local.role = role
@@ -609,6 +616,7 @@ class Pipeline:
                 return
             self._complete(*item)     # waits for the step's events (GIL released)
             self._handed_back += 1
+            del item                  # (as in _compute_loop: nothing held while idle)
 
     def _complete(self, step: Step, in_flight, error) -> None:
         """Wait for a submitted step, then set its future, in submission order."""
@@ -665,6 +673,7 @@ class Pipeline:
                 self.session.report_error(exc, "a callback")
             finally:
                 self._delivery_done()
+            del thunk                 # (as in _compute_loop: nothing held while idle)
 
     # -- waiting -------------------------------------------------------------------------
     def wait_idle(self, timeout: float | None = None) -> bool:

@@ -35,8 +35,8 @@ import weakref
 #: starts at ~10 per iteration (a few microseconds of loop overhead per iteration).
 BUDGET = 0.0005
 
-# Loops in several threads each add their own entry (one dict operation each); a share's
-# fields are touched only on its loop's thread.
+# Loops that take no attribute (share_of), in several threads, each add their own entry
+# (one dict operation each); a share's fields are touched only on its loop's thread.
 _shares: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopShare]" = (
     weakref.WeakKeyDictionary())
 
@@ -45,11 +45,13 @@ class _LoopShare:
     """One loop's account: time spent this iteration, and the calls waiting their turn.
     Owned by that loop's thread (no lock)."""
 
-    __slots__ = ("loop", "spent", "waiting", "granted", "cost", "reset_scheduled",
+    __slots__ = ("_loop", "spent", "waiting", "granted", "cost", "reset_scheduled",
                  "__weakref__")
 
     def __init__(self, loop):
-        self.loop = loop
+        # Weakly: the account is the value of its loop in _shares, which a strong
+        # reference back to the key would keep alive forever.
+        self._loop = weakref.ref(loop)
         self.spent = 0.0
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
         self.granted = 0          # woken, not yet run: later calls queue behind them
@@ -58,6 +60,24 @@ class _LoopShare:
 
     def must_wait(self) -> bool:
         return self.spent >= BUDGET or bool(self.waiting) or self.granted > 0
+
+    async def wait_turn(self) -> None:
+        """Wait, in call order, for an iteration with budget left (``must_wait`` said so)."""
+        waiter = self._loop().create_future()
+        self.waiting.append(waiter)
+        self._schedule_reset()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.granted -= 1     # woken, then cancelled: pass the turn on
+            else:
+                try:
+                    self.waiting.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+        self.granted -= 1
 
     def charge(self, seconds: float) -> None:
         self.spent += seconds
@@ -69,7 +89,7 @@ class _LoopShare:
         # iteration without asyncio having to say where one ends.
         if not self.reset_scheduled:
             self.reset_scheduled = True
-            self.loop.call_soon(self._reset)
+            self._loop().call_soon(self._reset)
 
     def _reset(self) -> None:
         """A new iteration: wake as many waiting calls as its budget fits, in order."""
@@ -86,11 +106,29 @@ class _LoopShare:
             self._schedule_reset()
 
 
+def share_of(loop) -> _LoopShare:
+    """The running ``loop``'s account: kept on the loop object itself where it takes an
+    attribute (asyncio's loops: one attribute read per call), else in a weak mapping
+    (loops that refuse attributes, uvloop's)."""
+    share = getattr(loop, "_aioflow_turns", None)
+    if share is None:
+        share = _shares.get(loop)
+        if share is None:
+            share = _LoopShare(loop)
+            try:
+                loop._aioflow_turns = share
+            except AttributeError:
+                _shares[loop] = share
+    return share
+
+
 class turn:
     """``async with turn():`` around a call's loop-side work: waits, when this iteration
     of the running loop has spent its budget or earlier calls still wait, for a later
     iteration; then times the work. ``already``: seconds of the call's work done just
-    before (its arguments' copies), charged with it."""
+    before (its arguments' copies), charged with it. (Job calls use the same account
+    without the context manager's two coroutines: ``share_of``, ``must_wait``,
+    ``wait_turn`` and ``charge``.)"""
 
     __slots__ = ("_share", "_start", "_already")
 
@@ -98,27 +136,9 @@ class turn:
         self._already = already
 
     async def __aenter__(self):
-        loop = asyncio.get_running_loop()
-        share = _shares.get(loop)
-        if share is None:
-            share = _shares[loop] = _LoopShare(loop)
-        self._share = share
+        share = self._share = share_of(asyncio.get_running_loop())
         if share.must_wait():
-            waiter = loop.create_future()
-            share.waiting.append(waiter)
-            share._schedule_reset()
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    share.granted -= 1     # woken, then cancelled: pass the turn on
-                else:
-                    try:
-                        share.waiting.remove(waiter)
-                    except ValueError:
-                        pass
-                raise
-            share.granted -= 1
+            await share.wait_turn()
         self._start = time.perf_counter()
         return self
 

@@ -84,7 +84,7 @@ async def test_a_call_cancelled_while_waiting_its_turn_never_runs(monkeypatch):
     done = await asyncio.gather(*tasks, return_exceptions=True)
     assert isinstance(done[1], asyncio.CancelledError)
     assert pipeline._seq - before == 2       # the cancelled call submitted no step
-    share = turns._shares[asyncio.get_running_loop()]
+    share = turns.share_of(asyncio.get_running_loop())
     assert not share.waiting and share.granted == 0     # and left nothing behind
 
 
@@ -120,3 +120,36 @@ async def test_the_loop_keeps_beating_while_calls_gathered_at_once_run(calls, de
         gc.enable()
     assert busy < limit + baseline, [f"{1e3 * b:.1f} ms (idle {1e3 * i:.1f})"
                                      for b, i in attempts]
+
+
+def test_a_loop_that_takes_no_attribute_keeps_its_account_in_the_weak_mapping():
+    """uvloop's loops refuse new attributes: their account lives in turns._shares, one per
+    loop, and goes with the loop."""
+    class SlottedLoop:
+        __slots__ = ("__weakref__",)
+
+    loop = SlottedLoop()
+    share = turns.share_of(loop)
+    assert turns.share_of(loop) is share and turns._shares[loop] is share
+    other = SlottedLoop()
+    assert turns.share_of(other) is not share
+    del loop, share
+    gc.collect()
+    assert len([key for key in turns._shares.keys() if isinstance(key, SlottedLoop)]) == 1
+
+
+def test_a_finished_loop_is_not_kept_alive_by_its_account():
+    """Every asyncio.run (pytest-asyncio: every test) makes a loop; its turn account must
+    not keep it alive. (It did: the account, the value of its loop in a weak mapping, held
+    the loop strongly.)"""
+    import weakref
+    predict = _predict_on_simulated_gpu()
+    loops = []
+
+    async def burst():
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        await asyncio.gather(*(predict(X) for _ in range(20)))
+
+    asyncio.run(burst())
+    gc.collect()
+    assert loops[0]() is None
