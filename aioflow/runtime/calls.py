@@ -74,6 +74,13 @@ def _delivery(pipeline, loop, compiled, job_name, step):
     thread, or right here if the step already ran in this thread and this job's
     callbacks are short (``CompiledJob.delivers_here``, ``Pipeline.deliver_here``)."""
     def deliver(slot, callback, future) -> None:
+        if (loop is None and callback is not None and step.ran_in is None
+                and not future.cancelled()):
+            # A queued step whose callback came after it finished left its place unheld
+            # (Pipeline._complete): it takes one now, so the bound on callbacks pending
+            # holds however late the registration (no-op for a step already held).
+            pipeline.hold_late(step)
+
         def thunk() -> None:
             start = time.perf_counter()
             try:

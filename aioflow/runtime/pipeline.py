@@ -167,6 +167,12 @@ class Admission:
         with self._lock:
             self.held += 1
 
+    def take_held(self) -> None:
+        """A finished step takes a held place back, without waiting (Pipeline.hold_late)."""
+        with self._lock:
+            self.in_use += 1
+            self.held += 1
+
     def release_hold(self) -> None:
         with self._lock:
             self.held -= 1
@@ -646,6 +652,17 @@ class Pipeline:
             # caller's thread next (run_step_inline) delivers after it.
             self._step_finished()
             self._end()
+
+    def hold_late(self, step: Step) -> None:
+        """A plain-code callback registered after its queued step finished (the caller
+        was preempted, or slow, between the call and the registration): the step takes a
+        place again until its callback ran, as one registered in time keeps its own. So
+        the bound holds however late registrations come; the place is taken without
+        waiting (the registration never blocks), so for a moment one more than ``depth``
+        may be taken, and the next admission waits for it."""
+        if not step.held:
+            step.held = True
+            self.admission.take_held()
 
     def release_held(self, step: Step) -> None:
         """After a held step's callback ran: give its place in the pipeline back."""

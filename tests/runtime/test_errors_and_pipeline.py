@@ -420,3 +420,34 @@ def test_a_slow_callback_slows_the_producer_instead_of_queueing_deliveries():
     flow.sync_default_session()
     assert len(delivered) == 6
     assert all(seen >= k - 1 for k, seen in enumerate(seen_at_return)), seen_at_return
+
+
+def test_callbacks_registered_after_their_steps_finished_still_slow_the_producer():
+    """The bound above, with each registration late: the caller is away (preempted, or
+    busy) between the call and its registration until the queued step has finished, so
+    the step's place was not held at completion. It takes one at the registration."""
+    before = flow.config.get("inline_callback_ms")
+    flow.config.inline_callback_ms(0)          # every step queued
+    try:
+        fast, eye = make_slow(0.002, tp.Callback[tp.Numpy])
+        fast(eye)(lambda _: None)
+        flow.sync_default_session()
+        pipeline = _pipeline()
+        delivered, seen_at_return = [], []
+
+        def slow_callback(_):
+            time.sleep(0.05)
+            delivered.append(1)
+        for _ in range(6):
+            register = fast(eye)
+            deadline = time.monotonic() + 10
+            while pipeline._unfinished and time.monotonic() < deadline:
+                time.sleep(0.001)              # the step finishes before the registration
+            register(slow_callback)
+            seen_at_return.append(len(delivered))
+        flow.sync_default_session()
+        assert len(delivered) == 6
+        assert all(seen >= k - 1 for k, seen in enumerate(seen_at_return)), seen_at_return
+        assert (pipeline.admission.in_use, pipeline.admission.held) == (0, 0)
+    finally:
+        flow.config.inline_callback_ms(before)

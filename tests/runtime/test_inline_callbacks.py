@@ -167,24 +167,29 @@ def test_a_larger_job_queues_its_first_step_then_runs_back_to_back_steps_here():
 def test_a_caller_busy_between_calls_keeps_its_steps_queued_to_overlap_them():
     mlp, x = _larger_job(tp.Callback[tp.Numpy])
     mlp(x)(lambda y: None)
+    returned = time.perf_counter()
     flow.sync_default_session()
     flow.config.inline_callback_ms(1e3)
-    step = mlp.compiled_for(default_session()).step_seconds
+    compiled = mlp.compiled_for(default_session())
     threads = ran_on(mlp)
-    away = []
+    away, steps = [], []
     for _ in range(4):
+        away.append(time.perf_counter() - returned)    # the caller's time since the last
+        steps.append(compiled.step_seconds)             # the step time the rule weighs
         mlp(x)(lambda y: None)
-        start = time.perf_counter()
-        time.sleep(0.002 + step)          # "loading the next batch"
-        away.append(time.perf_counter() - start)
+        returned = time.perf_counter()
+        time.sleep(0.002 + steps[-1])                   # "loading the next batch"
     flow.sync_default_session()
     assert len(threads) == 4
     # A caller away for 20 steps' time counts as a pause, whose next step runs inline (by
-    # design): on a loaded host a 3 ms sleep can overshoot that far, so only the calls that
-    # followed a short absence are asserted (the first call follows none).
-    after_short = [threads[0]] + [t for t, gone in zip(threads[1:], away) if gone < 10 * step]
-    assert after_short == ["aioflow-compute"] * len(after_short), (
-        threads, away, step)
+    # design). On a loaded host a 3 ms sleep (or the wait in sync, before the first call)
+    # can overshoot that far, and the step time the rule weighs moves with each step: only
+    # the calls that followed an absence under 10 steps, by the step time of that moment,
+    # are asserted.
+    after_short = [name for name, gone, step in zip(threads, away, steps)
+                   if gone < 10 * step]
+    assert after_short == ["aioflow-compute"] * len(after_short), (threads, away, steps)
+    assert after_short, (threads, away, steps)   # the host let at least one be judged
 
 
 def test_waiting_in_get_is_not_counted_as_the_callers_own_time():
@@ -263,6 +268,9 @@ def test_a_callback_waits_its_turn_behind_callbacks_pending_on_the_delivery_thre
 
 def test_slow_callbacks_go_back_to_the_delivery_thread_where_they_overlap_the_caller():
     train = _compiled_train()
+    # Nothing known of this job's callbacks yet: the warm-up's empty callback was timed,
+    # and a garbage collection or a preemption inside it would count as its time.
+    train.compiled_for(default_session()).callback_seconds = None
     names = []
 
     def slow_callback(loss):
