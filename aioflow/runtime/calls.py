@@ -100,7 +100,7 @@ async def await_value(prepare):
     """An awaited call's step on an asyncio loop. ``prepare()`` -> ``(compiled, arrays)``
     binds and checks the call's arguments; it runs at the call's turn on the loop
     (runtime/turns.py), with the copies and the admission of a queued step: calls started
-    together (a gather of many) take turns, each iteration running at most ~0.5 ms of
+    together (a gather of many) take turns, each iteration running at most ~0.25 ms of
     their set-up, so timers and I/O go between. A call reads its arguments then: at once,
     unless it is one of a burst still waiting its turn."""
     # (turns.turn's account, without its context manager's two coroutines per call: a

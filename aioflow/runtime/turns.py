@@ -5,12 +5,13 @@ of the loop, and each one's first step binds, copies and submits its call (50-10
 2-core VM, more while other threads contend for the GIL). Run back to back, those steps
 held the loop for 6-20 ms, so a 1 ms heartbeat, an HTTP request or a timer waited that
 long (issue 29). With turns, the calls of one iteration take at most :data:`BUDGET`
-seconds of the loop; the others wait for a later iteration, first come first served, so
-the loop's timers and I/O run in between and the steps keep call order.
+seconds of the loop (0.25 ms); the others wait for a later iteration, first come first
+served, so the loop's timers and I/O run in between and the steps keep call order.
 
-Only the caller's loop-side work is spread: a call that has to wait its turn has already
-copied its arguments (another task may reuse them meanwhile), and nothing of a call is
-submitted until its turn came, so cancelling it while it waits means its step never runs.
+Only the caller's loop-side work is spread. A job call does all of its set-up at its turn
+(binding and checking its arguments, copying them, submitting: ``calls.await_value``),
+so a call of a burst reads its arguments when its turn comes, and cancelling it while it
+waits means its step never runs.
 
 >>> import asyncio
 >>> async def three_calls():
@@ -31,9 +32,12 @@ import time
 import weakref
 
 #: Seconds of call set-up a loop iteration may run before later calls wait for the next
-#: one. 0.5 ms keeps a 1 ms timer within ~2 ms of its time, while a burst of calls still
-#: starts at ~10 per iteration (a few microseconds of loop overhead per iteration).
-BUDGET = 0.0005
+#: one. The iteration right after a burst of N calls also runs the N tasks' first steps
+#: (~3 us each for those that wait) and the running calls' uncharged hand-offs: with
+#: 0.25 ms, 100 gathered calls kept the loop's CPU between two 1 ms beats at 1.5-2.5 ms
+#: (2.0-4.0 ms with 0.5 ms), while a burst still starts ~5-10 calls per iteration (a few
+#: microseconds of loop overhead each).
+BUDGET = 0.00025
 
 # Loops that take no attribute (share_of), in several threads, each add their own entry
 # (one dict operation each); a share's fields are touched only on its loop's thread.
