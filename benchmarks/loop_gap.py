@@ -11,7 +11,8 @@ per case, the worst gap of each round, and the idle loop's worst gap over 0.2 s 
 before it (what this machine's scheduler alone does), and the loop's longest iteration in
 CPU time of the loop's thread (``time.thread_time`` between two polls of its selector):
 the loop's own work, which a loaded host's preemption and other threads' GIL turns do not
-inflate. On a virtual machine, the hypervisor may run other guests while this one's CPUs
+inflate; and the most CPU time the loop's thread ran between two beats (a quiet host's
+worst gap is about that plus the 1 ms sleep). On a virtual machine, the hypervisor may run other guests while this one's CPUs
 want to run (``steal`` in /proc/stat): a thread is then stopped for milliseconds whatever
 it runs, so the script also counts the clock ticks stolen during each round and gives the
 worst gap of the rounds without any. The garbage collector is held off while measuring, as in the tests: its full
@@ -31,7 +32,6 @@ import aioflow as flow
 import aioflow.typing as tp
 from aioflow.engine.session import default_session
 from aioflow.testing import simulated_gpu
-from heartbeat import heartbeat
 
 X = np.ones((64, 32), np.float32)
 
@@ -79,22 +79,35 @@ def _stolen_ticks() -> int:
         return 0
 
 
-async def _round(predict, calls: int, cpu: _IterationCPU):
+async def _heartbeat(stop: asyncio.Event, gaps: list, cpu: list) -> None:
+    """heartbeat.heartbeat, also appending the loop thread's CPU time of each gap (s)."""
+    last, last_cpu = time.perf_counter(), time.thread_time()
+    while not stop.is_set():
+        await asyncio.sleep(0.001)
+        now, now_cpu = time.perf_counter(), time.thread_time()
+        gaps.append(now - last)
+        cpu.append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
+
+
+async def _round(predict, calls: int, iterations: _IterationCPU):
     """(worst gap with the calls running, worst gap of the idle loop just before, longest
-    iteration's CPU time while the calls ran, ms; clock ticks stolen while they ran)."""
-    gaps, stop = [], asyncio.Event()
-    beat = asyncio.create_task(heartbeat(stop, gaps))
+    iteration's CPU time while the calls ran, the most CPU the loop ran between two beats,
+    ms; clock ticks stolen while the calls ran)."""
+    gaps, cpu, stop = [], [], asyncio.Event()
+    beat = asyncio.create_task(_heartbeat(stop, gaps, cpu))
     await asyncio.sleep(0.2)
     idle = max(gaps)
     gaps.clear()
-    cpu.longest = 0.0
+    cpu.clear()
+    iterations.longest = 0.0
     stolen = _stolen_ticks()
     await asyncio.gather(*(predict(X) for _ in range(calls)))
     stolen = _stolen_ticks() - stolen
-    longest = cpu.longest
+    longest = iterations.longest
     stop.set()
     await beat
-    return 1e3 * max(gaps), 1e3 * idle, 1e3 * longest, stolen
+    return 1e3 * max(gaps), 1e3 * idle, 1e3 * longest, 1e3 * max(cpu), stolen
 
 
 def _spread(values) -> str:
@@ -116,9 +129,10 @@ async def main(args) -> None:
                 results.append(await _round(predict, calls, cpu))
         finally:
             gc.enable()
-        busy, idle, longest, stolen = zip(*results)
+        busy, idle, longest, between, stolen = zip(*results)
         print(f"{calls} calls at depth {depth}: worst gap {_spread(busy)}; idle loop "
-              f"{_spread(idle)}; longest iteration (loop CPU) {_spread(longest)}")
+              f"{_spread(idle)}; longest iteration (loop CPU) {_spread(longest)}; "
+              f"most loop CPU between two beats {_spread(between)}")
         unstolen = [gap for gap, ticks in zip(busy, stolen) if ticks == 0]
         print(f"  clock ticks stolen by the hypervisor per round: {list(stolen)}; worst gap "
               f"of the {len(unstolen)} rounds with none: "
