@@ -213,3 +213,29 @@ def test_a_value_that_is_not_an_image_names_its_record(tmp_path):
     with pytest.raises(ValueError, match="ImageDecoderRandomCropResize: record 1 of the "
                                          "batch: the value is not an image"):
         _crop_resize_job(str(tmp_path), 2, 4, 4)()
+
+
+@pytest.mark.parametrize("backend", ["strict", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_a_device_backend_gets_the_numpy_backends_images(tmp_path, backend):
+    """On a GPU (the strict backend stands in on the CPU) the images decoded on the host
+    reach the device's ops, and the bytes blob nothing reads is staged as zeros."""
+    from aioflow import backends
+
+    folder, _ = _write(tmp_path / "jpeg", _images([(30, 40), (41, 29), (25, 25)]), "JPEG")
+
+    def job_on(name):
+        flow.clear_default_session()
+        with backends.use(name):
+            @flow.global_function(type="predict")
+            def job() -> tp.Numpy:
+                records = flow.data.ofrecord_reader(folder, batch_size=2, random_shuffle=True,
+                                                    seed=3)
+                encoded = flow.data.OFRecordBytesDecoder(records, "encoded")
+                image = flow.data.ImageDecoderRandomCropResize(encoded, 16, 12, seed=4)
+                return flow.image.CropMirrorNormalize(image, color_space="RGB", mean=MEAN,
+                                                      std=STD, output_layout="NHWC")
+            return np.stack([job() for _ in range(3)])
+
+    reference, device = job_on("numpy"), job_on(backend)
+    assert device.shape == (3, 2, 12, 16, 3)
+    np.testing.assert_array_equal(device, reference)
