@@ -285,8 +285,8 @@ def ImageDecoderRandomCropResize(input_blob, target_width: int, target_height: i
                 out[index] = decode_random_crop_resize(data, width, height, area, ratio,
                                                        attempts, rng)
             except ValueError as err:
-                raise decode.DecodeError(f"{what}: record {index} of the batch: the value "
-                                         f"is not an image ({err})") from None
+                raise decode.DecodeError(f"{what}: record {index} of the batch: {err}"
+                                         ) from None
         return out
     label = name or _numbered(source.graph, "ImageDecoderRandomCropResize_")
     return source.add_field(run, (batch, height, width, 3), dtypes.uint8, label)

@@ -211,7 +211,7 @@ def test_a_value_that_is_not_an_image_names_its_record(tmp_path):
     ofrecord.write_ofrecord(tmp_path, [{"encoded": ofrecord.encode_image(
         np.zeros((8, 8, 3), np.uint8))}, {"encoded": b"not an image"}])
     with pytest.raises(ValueError, match="ImageDecoderRandomCropResize: record 1 of the "
-                                         "batch: the value is not an image"):
+                                         "batch: not an image"):
         _crop_resize_job(str(tmp_path), 2, 4, 4)()
 
 
