@@ -15,6 +15,15 @@ MEAN, STD = [123.68, 116.779, 103.939], [58.393, 57.12, 57.375]
 AREA, RATIO = (0.08, 1.0), (0.75, 1.333333)     # OneFlow's defaults
 
 
+@pytest.fixture(autouse=True)
+def fresh_session():
+    # a session keeps its jobs' loader threads until it is cleared: none may outlive a test
+    # (tests/data/test_loader.py counts them)
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
 def _images(sizes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes]
