@@ -66,14 +66,17 @@ def test_windows_and_resize_match_a_reference_drawn_with_the_same_seed(tmp_path)
 
 
 def test_whole_image_window_gives_the_rgb_pixels_back(tmp_path):
-    # random_area (1, 1) and a width/height within the ratio range (15/12): the window is
-    # the whole image (every attempt or the fallback), and a target of the image's size
-    # resizes nothing: the output is the image itself, in RGB order (OneFlow's kernel
-    # converts OpenCV's BGR), with no reference code at all
+    # random_area (1, 1) and random_aspect_ratio the image's own w/h (15/12) exactly: every
+    # attempt is the whole image (as the fallback would be), and a target of the image's
+    # size resizes nothing: the output is the image itself, in RGB order (OneFlow's
+    # kernel converts OpenCV's BGR), with no reference code at all. (A ratio range around
+    # 15/12 would not do: a ratio in (1.152, 1.168) rounds to a 12x14 window.)
     rgb = _images([(12, 15)] * 3, seed=1)
     folder, _ = _write(tmp_path / "png", rgb, "PNG")
-    got = _crop_resize_job(folder, 3, width=15, height=12, random_area=(1.0, 1.0))()
-    np.testing.assert_array_equal(got, np.stack(rgb))
+    job = _crop_resize_job(folder, 3, width=15, height=12, random_area=(1.0, 1.0),
+                           random_aspect_ratio=(1.25, 1.25))
+    for _ in range(3):
+        np.testing.assert_array_equal(job(), np.stack(rgb))
 
 
 def test_fallback_window_when_no_attempt_fits(tmp_path):
