@@ -12,8 +12,9 @@ from .mnist import load_mnist
 from .ofrecord_legacy import (BlobConf, BytesListCodec, ImageCodec, ImagePreprocessor,
                               ImageResizePreprocessor, NormByChannelPreprocessor, RawCodec,
                               decode_ofrecord, decode_random)
-from .ofrecord_reader import (OFRecordBytesDecoder, OFRecordImageDecoder,
-                              OFRecordImageDecoderRandomCrop, OFRecordRawDecoder,
+from .ofrecord_reader import (ImageDecoderRandomCropResize, OFRecordBytesDecoder,
+                              OFRecordImageDecoder, OFRecordImageDecoderRandomCrop,
+                              OFRecordRawDecoder, image_decoder_random_crop_resize,
                               ofrecord_image_decoder_random_crop,
                               ofrecord_bytes_decoder, ofrecord_image_classification_reader,
                               ofrecord_image_decoder, ofrecord_loader, ofrecord_raw_decoder,
@@ -23,7 +24,7 @@ from .onerec_reader import OneRecDecoder, onerec_decoder, onerec_reader
 
 __all__ = [
     "BlobConf", "BytesListCodec", "DatasetUnavailableError", "ImageCodec",
-    "ImagePreprocessor", "ImageResizePreprocessor", "Loader", "NormByChannelPreprocessor",
+    "ImageDecoderRandomCropResize", "image_decoder_random_crop_resize", "ImagePreprocessor", "ImageResizePreprocessor", "Loader", "NormByChannelPreprocessor",
     "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordImageDecoderRandomCrop",
     "OFRecordRawDecoder", "RawCodec", "ofrecord_image_decoder_random_crop",
     "coco_reader", "decode_ofrecord", "decode_random", "load_digits", "load_mnist", "ofrecord",

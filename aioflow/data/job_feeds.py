@@ -12,11 +12,11 @@ blocking the event loop.
 from __future__ import annotations
 
 from typing import Callable, Iterable
+
+import numpy as np
+
 from .. import distributed
 from ..ir import current_graph
-
-
-
 
 
 class FeedSource:
@@ -33,6 +33,13 @@ class FeedSource:
         self.batches = batches
         self.what = what
         self.fields: list[tuple[Callable, object]] = []
+        # The placeholders holding one bytes value per record (OFRecordBytesDecoder's):
+        # blob id -> the function giving one record's value whole, for the decoders that
+        # take those values as OneFlow's tensor buffer did (ImageDecoderRandomCropResize,
+        # a field of its own). The dense array is decoded only when the job reads it: its
+        # values must all have one length, and encoded images' do not.
+        self.bytes_fields: dict[int, Callable] = {}
+        self._read_ids: set | None = None
         graph.feed_sources.append(self)
 
     def add_field(self, decode: Callable, shape, dtype, label: str):
@@ -44,9 +51,28 @@ class FeedSource:
         self.fields.append((decode, blob))
         return blob
 
+    def add_bytes_field(self, decode: Callable, shape, dtype, label: str,
+                        record_bytes: Callable):
+        """:meth:`add_field` for the records' bytes values: ``decode`` gives them as a dense
+        array (filled only where the job reads it), ``record_bytes(record)`` one whole."""
+        blob = self.add_field(decode, shape, dtype, label)
+        self.bytes_fields[blob.id] = record_bytes
+        return blob
+
+    def _unread(self, blob) -> bool:
+        """Whether no op of the job reads ``blob`` and the job does not return it."""
+        if self._read_ids is None:   # the graph is whole by the time steps run
+            graph = self.graph
+            self._read_ids = set(graph.consumers()) | {b.id for b in graph.outputs}
+        return blob.id not in self._read_ids
+
     def decode(self, raw) -> tuple:
         arrays = []
         for decode, blob in self.fields:
+            if blob.id in self.bytes_fields and self._unread(blob):
+                # a value nothing reads: zeros of its shape without a byte behind them
+                arrays.append(np.broadcast_to(np.zeros((), blob.dtype.numpy), blob.shape))
+                continue
             array = decode(raw)
             if array.shape != blob.shape or array.dtype != blob.dtype.numpy:
                 raise ValueError(f"{self.what}: decoded {array.dtype} {array.shape} for "
@@ -54,3 +80,13 @@ class FeedSource:
                                  f"{blob.shape}")
             arrays.append(array)
         return tuple(arrays)
+
+
+def bytes_field_of(blob):
+    """``(source, record_bytes)`` when ``blob`` is a reader's bytes values
+    (:meth:`FeedSource.add_bytes_field`), else None."""
+    graph = getattr(blob, "graph", None)
+    for source in getattr(graph, "feed_sources", ()):
+        if blob.id in source.bytes_fields:
+            return source, source.bytes_fields[blob.id]
+    return None

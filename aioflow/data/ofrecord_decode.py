@@ -62,7 +62,9 @@ def fixed_bytes(records, field: str, length: int, what: str) -> np.ndarray:
         if len(data) != length:
             raise DecodeError(f"{what}: field {field!r} holds {len(data)} bytes, the job was "
                               f"traced with {length} (aioflow's bytes decoder gives a dense "
-                              "array: every record's value must have one length)")
+                              "array: where the job reads it, every record's value must "
+                              "have one length; flow.data.ImageDecoderRandomCropResize "
+                              "takes encoded images of any length)")
         row[:] = np.frombuffer(data, np.uint8)
     return out
 

@@ -26,18 +26,20 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.callsite import user_stacklevel
-from ..ir import current_graph
+from ..ir import Blob, current_graph
 from . import ofrecord_decode as decode
 from .ofrecord import part_paths
 from .ofrecord_stream import ReaderBatch, RecordStream
 from .._core import seeds
-from ..kernels.image import crop_range, random_crop_window
+from ..kernels.image import crop_range, decode_random_crop_resize, random_crop_window
 from ..ops.tensor_buffer import object_array
+from .job_feeds import bytes_field_of
 
 __all__ = ["ofrecord_reader", "ofrecord_loader", "OFRecordRawDecoder",
            "ofrecord_raw_decoder", "OFRecordBytesDecoder", "ofrecord_bytes_decoder",
            "OFRecordImageDecoder", "ofrecord_image_decoder",
            "OFRecordImageDecoderRandomCrop", "ofrecord_image_decoder_random_crop",
+           "ImageDecoderRandomCropResize", "image_decoder_random_crop_resize",
            "ofrecord_image_classification_reader", "OFRecordBatch"]
 
 _COLOR_SPACES = ("BGR", "RGB", "GRAY")
@@ -122,8 +124,11 @@ def OFRecordBytesDecoder(input_blob: OFRecordBatch, blob_name: str,  # noqa: N80
                          name: str | None = None):
     """A uint8 blob ``(batch_size, length)``: the single bytes value of feature
     ``blob_name`` of each record. OneFlow returned a tensor buffer of values of any
-    length; aioflow's blobs are dense, so every record's value must have the length of
-    the first record's (read when the job is traced)."""
+    length; aioflow's blobs are dense, so where the job reads this blob every record's
+    value must have the length of the first record's (read when the job is traced).
+    ``ImageDecoderRandomCropResize`` takes it as OneFlow's tensor buffer: it reads each
+    value whole, of any length (encoded images), and a blob only it reads is never
+    filled."""
     what = "flow.data.OFRecordBytesDecoder"
     _check_batch(what, input_blob)
     field = _field(what, blob_name)
@@ -132,8 +137,11 @@ def OFRecordBytesDecoder(input_blob: OFRecordBatch, blob_name: str,  # noqa: N80
 
     def run(records):
         return decode.fixed_bytes(records, field, length, what)
-    return input_blob.source.add_field(run, (input_blob.batch_size, length), dtypes.uint8,
-                                       name or field)
+
+    def record_bytes(record) -> bytes:
+        return decode.one_bytes(decode.feature_of(record, field, what), field, what)
+    return input_blob.source.add_bytes_field(run, (input_blob.batch_size, length),
+                                             dtypes.uint8, name or field, record_bytes)
 
 
 ofrecord_bytes_decoder = OFRecordBytesDecoder
@@ -178,9 +186,7 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
     _check_batch(what, input_blob)
     field = _field(what, blob_name)
     color_space = _color_space(what, color_space)
-    if isinstance(num_attempts, bool) or not isinstance(num_attempts, (int, np.integer)) \
-            or num_attempts < 1:
-        raise ValueError(f"{what}: num_attempts must be a positive int, got {num_attempts!r}")
+    num_attempts = _positive_int(what, "num_attempts", num_attempts)
     area = crop_range(what, "random_area", random_area, upper=1.0)
     ratio = crop_range(what, "random_aspect_ratio", random_aspect_ratio)
     rng = np.random.default_rng(seeds.loader_seed() if seed is None else seed)
@@ -192,7 +198,7 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
             image = decode.decode_image(decode.one_bytes(feature, field, what), color_space,
                                         field, what)
             (y, x), (h, w) = random_crop_window(image.shape[:2], area, ratio,
-                                                int(num_attempts), rng)
+                                                num_attempts, rng)
             crops.append(np.ascontiguousarray(image[y:y + h, x:x + w]))
         return object_array(crops)
     return input_blob.source.add_field(run, (input_blob.batch_size,), dtypes.tensor_buffer,
@@ -200,6 +206,93 @@ def OFRecordImageDecoderRandomCrop(input_blob: OFRecordBatch, blob_name: str,  #
 
 
 ofrecord_image_decoder_random_crop = OFRecordImageDecoderRandomCrop
+
+
+def ImageDecoderRandomCropResize(input_blob, target_width: int, target_height: int,  # noqa: N802
+                                 num_attempts: int | None = None, seed: int | None = None,
+                                 random_area=None, random_aspect_ratio=None,
+                                 num_workers: int | None = None,
+                                 warmup_size: int | None = None,
+                                 max_num_pixels: int | None = None,
+                                 name: str | None = None):
+    """A uint8 blob ``(batch_size, target_height, target_width, 3)``, RGB: each record's
+    encoded image (``input_blob``, what ``OFRecordBytesDecoder`` returned; JPEG, PNG, ...
+    of any size) decoded, cropped to a random window and resized to the target size,
+    bilinear, as OneFlow's op (``image_decoder_random_crop_resize_kernel.cpp``).
+
+    The window is drawn as OneFlow's ``RandomCropGenerator`` draws it: an area fraction
+    uniform in ``random_area`` (default (0.08, 1.0)) and an aspect ratio (w/h) log-uniform
+    in ``random_aspect_ratio`` (default (0.75, 1.333333)), ``num_attempts`` (default 10)
+    tries to fit; when none fits, the whole image brought within the ratio range and the
+    area's upper bound (not centred: its corner is drawn too). New windows every step;
+    ``seed`` fixes their sequence (else ``flow.random.seed``'s, else fresh entropy).
+    OneFlow gave each batch slot a generator of its own: the windows here follow the same
+    rule from one numpy generator, not OneFlow's numbers. Decoding, cropping and resizing
+    run on the reader's loader thread, ahead of the steps; ``num_workers``,
+    ``warmup_size`` and ``max_num_pixels`` tuned OneFlow's decoder threads and GPU
+    buffers: checked, no effect. ``name`` defaults to ``ImageDecoderRandomCropResize_<n>``.
+
+    >>> import numpy as np, aioflow as flow, aioflow.typing as tp
+    >>> from aioflow.data import ofrecord
+    >>> rng = np.random.default_rng(0)
+    >>> folder = "crop_resize_example"        # a new folder in the current directory
+    >>> _ = ofrecord.write_ofrecord(folder, [{"encoded": ofrecord.encode_image(
+    ...     rng.integers(0, 256, (h, w, 3), dtype=np.uint8), "JPEG")}
+    ...     for h, w in [(40, 60), (64, 48)]])
+    >>> @flow.global_function(type="predict")
+    ... def crops() -> tp.Numpy:
+    ...     records = flow.data.ofrecord_reader(folder, batch_size=2)
+    ...     encoded = flow.data.OFRecordBytesDecoder(records, "encoded")
+    ...     return flow.data.ImageDecoderRandomCropResize(encoded, target_width=32,
+    ...                                                   target_height=24, seed=1)
+    >>> crops().shape, crops().dtype
+    ((2, 24, 32, 3), dtype('uint8'))
+    """
+    what = "flow.data.ImageDecoderRandomCropResize"
+    found = bytes_field_of(input_blob)
+    if found is None:
+        raise TypeError(
+            f"{what}: input_blob must be what flow.data.OFRecordBytesDecoder returned (a "
+            "reader's encoded images), got "
+            + (f"{input_blob.dtype.name} {input_blob.shape} blob {input_blob.name!r}"
+               if isinstance(input_blob, Blob) else type(input_blob).__name__)
+            + "; for a tensor buffer of encoded images use flow.image.decode, then "
+            "flow.image.random_crop and flow.image.Resize")
+    source, record_bytes = found
+    width = _positive_int(what, "target_width", target_width)
+    height = _positive_int(what, "target_height", target_height)
+    attempts = 10 if num_attempts is None else _positive_int(what, "num_attempts",
+                                                             num_attempts)
+    for arg, value in (("num_workers", num_workers), ("warmup_size", warmup_size),
+                       ("max_num_pixels", max_num_pixels)):
+        if value is not None:
+            _positive_int(what, arg, value)
+    area = crop_range(what, "random_area", (0.08, 1.0) if random_area is None
+                      else random_area, upper=1.0)
+    ratio = crop_range(what, "random_aspect_ratio", (0.75, 1.333333)
+                       if random_aspect_ratio is None else random_aspect_ratio)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise ValueError(f"{what}: seed must be an int >= 0 or None, got {seed!r}")
+    rng = np.random.default_rng(seeds.loader_seed() if seed is None else int(seed))
+    batch = input_blob.shape[0]
+
+    def run(records):
+        out = np.empty((len(records), height, width, 3), np.uint8)
+        for index, record in enumerate(records):
+            data = record_bytes(record)
+            try:
+                out[index] = decode_random_crop_resize(data, width, height, area, ratio,
+                                                       attempts, rng)
+            except ValueError as err:
+                raise decode.DecodeError(f"{what}: record {index} of the batch: {err}"
+                                         ) from None
+        return out
+    label = name or _numbered(source.graph, "ImageDecoderRandomCropResize_")
+    return source.add_field(run, (batch, height, width, 3), dtypes.uint8, label)
+
+
+image_decoder_random_crop_resize = ImageDecoderRandomCropResize
 
 
 def ofrecord_image_classification_reader(
@@ -227,6 +320,19 @@ def _check_batch(what: str, value) -> None:
     if not isinstance(value, OFRecordBatch):
         raise TypeError(f"{what}: input_blob must be what flow.data.ofrecord_reader returned, "
                         f"got {type(value).__name__}")
+
+
+def _positive_int(what: str, arg: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what}: {arg} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _numbered(graph, prefix: str) -> str:
+    """``prefix`` and a number from 0, the next for this prefix in this job (OneFlow's
+    ``id_util.UniqueStr`` named its ops so, counting over the process)."""
+    count = graph.unique_name(prefix)          # prefix, prefix_1, prefix_2, ...
+    return prefix + ("0" if count == prefix else count.rsplit("_", 1)[1])
 
 
 def _field(what: str, blob_name) -> str:

@@ -14,7 +14,7 @@ import io
 import numpy as np
 
 __all__ = ["INTERPOLATIONS", "interpolation_for", "resize", "decode", "polygons_to_mask",
-           "random_crop_window", "crop_range"]
+           "random_crop_window", "crop_range", "decode_random_crop_resize"]
 
 # OneFlow's interpolation_type values (CheckInterpolationValid) and their OpenCV flags.
 INTERPOLATIONS = ("auto", "bilinear", "nearest_neighbor", "nn", "bicubic", "area")
@@ -204,7 +204,8 @@ def polygons_to_mask(polygons: list, width: int, height: int) -> np.ndarray:
     return mask
 
 
-# -- random crops (OFRecordImageDecoderRandomCrop, flow.image.random_crop) ----------------
+# -- random crops (OFRecordImageDecoderRandomCrop, ImageDecoderRandomCropResize,
+#    flow.image.random_crop) ----------------------------------------------------------------
 
 def random_crop_window(shape, area, ratio, num_attempts, rng):
     """OneFlow's ``RandomCropGenerator::GenerateCropWindow``: ((y, x), (h, w))."""
@@ -233,6 +234,24 @@ def random_crop_window(shape, area, ratio, num_attempts, rng):
             h, w = max(1, int(h * np.sqrt(scale))), max(1, int(w * np.sqrt(scale)))
     h, w = min(h, H), min(w, W)
     return (int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))), (h, w)
+
+
+def decode_random_crop_resize(data: bytes, width: int, height: int, area, ratio,
+                              num_attempts: int, rng) -> np.ndarray:
+    """OneFlow's ``ImageDecoderRandomCropResize`` kernel on one encoded image: uint8
+    ``(height, width, 3)`` in RGB order, the window :func:`random_crop_window` draws from
+    ``rng`` resized to ``width`` x ``height``, bilinear. RGB: the CPU kernel decodes with
+    ``cv::imdecode`` (BGR) and converts ``COLOR_BGR2RGB``, the GPU one asks nvJPEG for
+    ``NVJPEG_OUTPUT_RGBI``; the resize is ``cv::resize(..., INTER_LINEAR)`` (nppiResize
+    linear on the GPU), never the "auto" area averaging of ``flow.image.Resize``.
+    ValueError where the bytes do not decode to an 8-bit image."""
+    image = decode(data, "RGB")
+    if image.dtype != np.uint8:
+        # OpenCV's IMREAD_ANYDEPTH keeps a 16-bit PNG's depth; OneFlow's IMREAD_COLOR
+        # would have scaled it to 8 bits: refuse rather than wrap around silently.
+        raise ValueError(f"decodes to {image.dtype} pixels, an 8-bit image is needed")
+    (y, x), (h, w) = random_crop_window(image.shape[:2], area, ratio, num_attempts, rng)
+    return resize(image[y:y + h, x:x + w], width, height, "bilinear")
 
 
 def crop_range(what: str, arg: str, value, upper=None) -> tuple:
