@@ -24,7 +24,7 @@ from aioflow.ops import lazy_adam
 from aioflow.session import default_session
 
 LR, B1, B2, EPS = 0.25, 0.8, 0.9, 1e-8
-N, D, BATCH = 40, 3, 4          # 4 of 40 rows: under ROW_FRACTION, the row path runs
+N, D, BATCH = 100, 3, 4         # 4 (or 8) of 100 rows: under ROW_FRACTION, the row path
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +84,7 @@ def batches(dtype):
            [2, 7, 7, 7],                   # 0 and 5 touched before, untouched now
            [1, 3, 4, 6],
            [0, 9, 11, 0],
-           [5, 5, 39, 1]]
+           [5, 5, 99, 1]]
     return [(np.array(i, np.int32), w) for i, w in zip(ids, weights)]
 
 

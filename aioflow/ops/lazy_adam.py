@@ -35,9 +35,12 @@ from .state import _on_host
 UNTOUCHED = 1e-12
 
 # The row path runs when the rows to update are at most this fraction of the table's rows.
-# Measured on the 2-core CI host (benchmarks/lazy_adam_rows.py --sweep, docs/benchmarks.md):
-# gathering and scattering a row costs a few times what the dense kernel spends on it.
-ROW_FRACTION = 0.2
+# Each row costs it seven random accesses (four gathers, three scatters) where the dense
+# kernel streams through memory, so the crossover moves with the width of a row: measured
+# (benchmarks/lazy_adam_rows.py --sweep, docs/benchmarks.md) near 5% of a 1,000,000 x 4
+# table's rows, 20-50% of a 100,000 x 16 one's, over 50% for 64 wide. At 10% the row path
+# is never much slower, and a batch usually touches far fewer rows of a vocabulary.
+ROW_FRACTION = 0.1
 
 
 def _infer_update(*inputs, **attrs):
@@ -138,8 +141,10 @@ def _hinted_rows(xp, hints, n):
         return None
     valid = (indices >= 0) & (indices < n)
     if xp is np:
-        # On the host, each row once: repeats (common in real batches) would redo its work.
-        return np.unique(indices[valid])
+        # On the host, each row once (repeats, common in real batches, would redo its work),
+        # in order (neighbouring rows share cache lines). np.sort rather than np.unique:
+        # numpy 2.4's unique took 10-30 times as long on 10^4-10^5 indices.
+        return _each_once(np.sort(indices[valid]))
     # On a device, a shape that does not depend on the values (choosing the valid indices
     # or the unique ones would read their count on the host): an index outside [0, n)
     # becomes row 0, as gather_grad sends it there. Row 0's update is then computed from
@@ -157,7 +162,12 @@ def _nonzero_rows(grad):
     nonzero = (grad != 0).reshape(-1)
     if np.count_nonzero(nonzero) > ROW_FRACTION * grad.size:   # at least that many rows
         return None
-    rows = np.flatnonzero(nonzero) // width     # ascending, each row up to width times
-    if rows.size:
-        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    rows = _each_once(np.flatnonzero(nonzero) // width)   # each row up to width times
     return None if rows.size > ROW_FRACTION * n else rows
+
+
+def _each_once(ascending):
+    """An ascending host array without its repeats."""
+    if ascending.size < 2:
+        return ascending
+    return ascending[np.concatenate(([True], ascending[1:] != ascending[:-1]))]
