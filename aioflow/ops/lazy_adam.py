@@ -112,8 +112,10 @@ def _update_rows(xp, rule, targets, grad, rows, keep) -> None:
     """Only ``rows`` (first-axis indices, repeats allowed): gathered, updated as the dense
     kernel updates them, scattered back. A repeated row is computed from the same values
     each time, so every copy scattered is the same."""
-    olds = [target[rows] for target in targets]
-    touched, new = _lazy_step(xp, rule, grad[rows], *olds)
+    # xp.take rather than ``target[rows]``: numpy's fancy indexing took 3-4 times as long
+    # to gather 13,000 rows of 16 (the scatter below has no such faster form).
+    olds = [xp.take(target, rows, axis=0) for target in targets]
+    touched, new = _lazy_step(xp, rule, xp.take(grad, rows, axis=0), *olds)
     if keep is not None:
         touched &= keep
     for target, old, value in zip(targets, olds, new):
