@@ -295,3 +295,17 @@ def test_many_rows_take_the_dense_kernel(paths):
     for hints in ((np.arange(N, dtype=np.int32),), ()):
         assert_same([_kernel(np, table, grad, 1, hints)], [want])
     assert paths == {"rows": 0, "dense": 2}
+
+
+def test_float16_zeros_count_as_touched_as_in_the_dense_kernel(paths):
+    # 1e-12 is 0 in float16, so the dense kernel updates every element that is not NaN:
+    # the row path must not leave the untouched rows out.
+    table = initial_table(np.float16)
+    ids = np.array([3, 8], np.int32)
+    grad = gathered_gradient(ids, np.ones((2, D), np.float16))
+    want = reference_step(table, table / 4, table ** 2, grad, 0)
+    assert not np.array_equal(want[0][0], table[0])
+    for hints in ((ids,), ()):
+        assert_same([_kernel(np, table, grad, 0, hints)], [want])
+    assert paths == {"rows": 0, "dense": 2}
+

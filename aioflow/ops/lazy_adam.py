@@ -128,6 +128,10 @@ def _rows_to_update(xp, grad, hints):
     dense kernel (a 0-d variable, too many rows, or no way to find them without a stall)."""
     if grad.ndim == 0 or grad.size == 0:
         return None
+    if grad.dtype.type(UNTOUCHED) == 0:
+        # float16: the threshold rounds to 0, so a zero counts as touched (every element
+        # but NaN is): no row can be left out.
+        return None
     if hints:
         return _hinted_rows(xp, hints, grad.shape[0])
     if xp is np:
