@@ -36,11 +36,10 @@ UNTOUCHED = 1e-12
 
 # The row path runs when the rows to update are at most this fraction of the table's rows.
 # Each row costs it seven random accesses (four gathers, three scatters) where the dense
-# kernel streams through memory, so the crossover moves with the width of a row: measured
-# (benchmarks/lazy_adam_rows.py --sweep, docs/benchmarks.md) near 5% of a 1,000,000 x 4
-# table's rows, 20-50% of a 100,000 x 16 one's, over 50% for 64 wide. At 10% the row path
-# is never much slower, and a batch usually touches far fewer rows of a vocabulary.
-ROW_FRACTION = 0.1
+# kernel streams through memory. Measured (benchmarks/lazy_adam_rows.py --sweep,
+# docs/benchmarks.md) on tables of 1,000,000 x 4, 100,000 x 16 and 100,000 x 64: at 20% of
+# the rows the row path took 0.35-0.7 of the dense kernel's time, at 50% 0.75-1.2.
+ROW_FRACTION = 0.2
 
 
 def _infer_update(*inputs, **attrs):
