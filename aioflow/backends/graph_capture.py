@@ -21,10 +21,10 @@ graph bakes in are checked before each replay, and a change captures again: the 
 rate (a host scalar in the update kernels) and the variables' arrays (a checkpoint load
 or a move between backends replaces them). Plans that cannot be captured run eagerly,
 with the reason in :attr:`CapturedStep.refused` (:func:`refusal`): random ops (a replay
-would repeat their draws), Adam's bias correction (a host value that changes every
-step), the layer-wise optimizers and collectives (not reviewed for capture). A capture
-that fails (e.g. a CuPy version that refuses a library call while capturing) warns once
-and the job runs eagerly from then on.
+would repeat their draws), Adam's bias correction and LazyAdam's (a host value that
+changes every step), the layer-wise optimizers and collectives (not reviewed for
+capture). A capture that fails (e.g. a CuPy version that refuses a library call while
+capturing) warns once and the job runs eagerly from then on.
 
 The CuPy capturer (:class:`aioflow.backends.cupy.backend.CupyGraphCapturer`) ran on an
 H200 (issue 26); the simulated GPU's recording capturer runs this module's logic in CI.
@@ -54,8 +54,10 @@ def refusal(plan) -> str | None:
     for ins in plan.instructions:
         if ins.op_name in RANDOM_OPS:
             return f"op {ins.name} draws random numbers (a replay would repeat its draws)"
-        if ins.op_name in ("adam_update", "multi_adam_update") and ins.attrs.get(
-                "do_bias_correction"):
+        # (LazyAdam's rule is always bias-corrected.)
+        if ins.op_name == "lazy_adam_update" or (
+                ins.op_name in ("adam_update", "multi_adam_update")
+                and ins.attrs.get("do_bias_correction")):
             return ("Adam's bias correction reads the step counter on the host, a value "
                     "that changes every step")
         if ins.op_name in HOST_VALUE_OPS:

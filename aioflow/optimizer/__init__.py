@@ -37,6 +37,7 @@ from ..distributed import graph_ops
 from ..ir import current_graph
 from ..ops import state as state_ops
 from ..ops.lazy_adam import lazy_adam_update
+from .gathered_rows import gathered_rows
 from ..ops.layerwise_updates import lamb_update, lars_update
 from ..engine.variables import read_declared
 from ..initializers import zeros_initializer
@@ -282,9 +283,13 @@ class LazyAdam(Optimizer):
         _set_moment_rates(self, beta1, beta2, epsilon)
 
     def update(self, param_name, param, grad, lr, step):
+        # An embedding's gradient: the gathers' indices go with it, so that the update
+        # computes on the rows they name instead of searching the whole table for them.
+        rows = gathered_rows(grad, param.shape) or []
         lazy_adam_update(param, grad, lr, self._slot(param_name, "m"),
-                         self._slot(param_name, "v"), step, *self._guard(), beta1=self.beta1,
-                         beta2=self.beta2, epsilon=self.epsilon)
+                         self._slot(param_name, "v"), step, *rows, *self._guard(),
+                         beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
+                         row_hints=len(rows))
 
 
 class RMSProp(Optimizer):

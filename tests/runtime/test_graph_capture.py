@@ -151,6 +151,7 @@ def test_replaced_variable_arrays_are_captured_again():
     ({"dropout": True}, "draws random numbers"),
     ({"optimizer": lambda: flow.optimizer.Adam(1e-2, do_bias_correction=True)},
      "bias correction"),
+    ({"optimizer": lambda: flow.optimizer.LazyAdam(1e-2)}, "bias correction"),
 ])
 def test_plans_that_cannot_be_captured_run_eagerly_and_say_why(case, reason):
     result = _run(True, **case)
