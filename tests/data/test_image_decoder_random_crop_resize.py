@@ -12,16 +12,8 @@ from aioflow.data import ofrecord
 from aioflow.kernels.image import decode, random_crop_window, resize
 
 MEAN, STD = [123.68, 116.779, 103.939], [58.393, 57.12, 57.375]
+
 AREA, RATIO = (0.08, 1.0), (0.75, 1.333333)     # OneFlow's defaults
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    # a session keeps its jobs' loader threads until it is cleared: none may outlive a test
-    # (tests/data/test_loader.py counts them)
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
 
 
 def _images(sizes, seed=0):

@@ -16,15 +16,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:flow.image.Resize.*deprecated")
 MEAN, STD = [123.68, 116.779, 103.939], [58.393, 57.12, 57.375]
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    """Each test's jobs, and their readers' loader threads, end with it (test_loader.py
-    counts those threads)."""
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def _images(sizes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes]
