@@ -8,10 +8,10 @@ median of rounds.
     python benchmarks/sparse_rows_updates.py --sweep [--tables 100000x16,100000x64]
 
 It times the aioflow of the checkout it sits in (printed first), as lazy_adam_rows.py
-does (whose helpers it imports); to time an older version, copy both scripts into a copy
-of that version (``git archive <commit> | tar -x -C DIR``) and run it there. Cases, per
-table of float32 ``N x D`` (a random table, ``--rows`` random row indices, repeats
-possible) and rule:
+does (whose helpers it imports); to time an older version, copy both scripts of this
+checkout into a copy of that version (``git archive <commit> | tar -x -C DIR``) and run
+it there. Cases, per table of float32 ``N x D`` (a random table, ``--rows`` random row
+indices, repeats possible) and rule:
 
 * ``kernel, dense gradient``: the update given the gradient alone (a zero table but for
   the batch's rows), every version's only form before the row update;
@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aioflow as flow  # noqa: E402
 import aioflow.typing as tp  # noqa: E402
 from aioflow.ops import state  # noqa: E402
-from lazy_adam_rows import median_ms, parse_tables, table_case  # noqa: E402
+from lazy_adam_rows import (median_ms, parse_tables, table_case,  # noqa: E402
+                            warmed_steps)
 
 LR, STEP = 0.01, 10
 
@@ -87,14 +88,7 @@ def train_step(rule: str, n: int, d: int, rows: int):
         loss = flow.math.reduce_sum(flow.gather(table, ids) * weights)
         RULES[rule][3]().minimize(loss)
         return loss
-
-    rng = np.random.default_rng(1)
-    batches = [(rng.integers(0, n, rows).astype(np.int32),
-                rng.standard_normal((rows, d)).astype(np.float32)) for _ in range(4)]
-    for ids, weights in batches[:2]:
-        fit(ids, weights)
-    state_iter = iter(range(10 ** 9))
-    return lambda: fit(*batches[next(state_iter) % len(batches)])
+    return warmed_steps(fit, n, d, rows)
 
 
 def compare(tables, rules, rows: int, rounds: int, with_step: bool) -> None:

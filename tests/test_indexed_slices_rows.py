@@ -19,6 +19,7 @@ flags), indices outside the table, and the strict backend (the GPU's code path: 
 reads, no data-dependent shapes).
 """
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -45,17 +46,13 @@ def fresh_session():
 
 @pytest.fixture
 def paths(monkeypatch):
-    """Counts the calls of the row and the whole-table paths of the indexed-slices
-    updates (LazyAdam's own names are apart: ops/lazy_adam.py)."""
-    calls = {"rows": 0, "dense": 0}
-    for name, key in (("update_rows", "rows"), ("update_dense", "dense")):
-        original = getattr(row_updates, name)
-
-        def counted(*args, _original=original, _key=key):
-            calls[_key] += 1
-            return _original(*args)
-        monkeypatch.setattr(row_updates, name, counted)
-    return calls
+    """Spies on the row and the whole-table paths of the indexed-slices updates (LazyAdam
+    keeps its own names: ops/lazy_adam.py); ``paths()``: their calls so far."""
+    spies = {key: mock.Mock(wraps=getattr(row_updates, f"update_{key}"))
+             for key in ("rows", "dense")}
+    for key, spy in spies.items():
+        monkeypatch.setattr(row_updates, f"update_{key}", spy)
+    return lambda: {key: spy.call_count for key, spy in spies.items()}
 
 
 # -- the reference: each rule on the whole table, then the touched rows kept ---------------
@@ -236,10 +233,10 @@ def test_each_path_gives_the_whole_table_values(rule, dtype, row_shape, xp, path
     table = initial_table(dtype, row_shape)
     want = reference(rule, table, [gathered_gradient(i, v) for i, v in data])
     assert_same(run_kernel(xp, rule, table, data, use_hints=True), want)
-    assert paths == {"rows": 5, "dense": 0}
+    assert paths() == {"rows": 5, "dense": 0}
     assert_same(run_kernel(xp, rule, table, data, use_hints=False), want)
     # without the indices, the host searches the gradient; a device takes the whole table
-    assert paths == ({"rows": 10, "dense": 0} if xp is np else {"rows": 5, "dense": 5})
+    assert paths() == ({"rows": 10, "dense": 0} if xp is np else {"rows": 5, "dense": 5})
     monkeypatch.setattr(row_updates, "ROW_FRACTION", -1.0)     # the whole table, as before
     for use_hints in (True, False):
         assert_same(run_kernel(xp, rule, table, data, use_hints), want)
@@ -294,7 +291,7 @@ def test_many_rows_take_the_whole_table(paths):
     want = reference_step(rule, state, grad, 1)
     for hints in ((np.arange(N, dtype=np.int32),), ()):
         assert_same([kernel(np, rule, state, grad, 1, hints)], [want])
-    assert paths == {"rows": 0, "dense": 2}
+    assert paths() == {"rows": 0, "dense": 2}
 
 
 def test_no_rows_and_a_0d_variable():
@@ -358,7 +355,7 @@ def test_a_listed_table_updates_its_gathered_rows_as_before(rule, dtype, backend
     data = batches(dtype)
     want = reference(rule, initial_table(dtype), [gathered_gradient(i, w) for i, w in data])
     assert_same(train(rule, dtype, data, backend), want)
-    assert paths == {"rows": 5, "dense": 0}       # the job passed the gather's indices
+    assert paths() == {"rows": 5, "dense": 0}       # the job passed the gather's indices
     flow.clear_default_session()
     with backends.use(backend):
         attrs, = update_attrs(embedding_job(rule, dtype))
@@ -378,7 +375,7 @@ def test_a_step_the_guard_refuses_writes_nothing(rule, backend, paths):
     assert_same(got[1:2], got[0:1])
     # On the host the refused step returns before choosing a path; on a device the flag
     # is not read, so the rows are computed and every write masked.
-    assert paths["rows"] == (4 if backend == "numpy" else 5)
+    assert paths()["rows"] == (4 if backend == "numpy" else 5)
 
 
 def test_tables_gathered_by_the_same_indices_share_one_fused_update(paths):
@@ -391,7 +388,7 @@ def test_tables_gathered_by_the_same_indices_share_one_fused_update(paths):
     want = reference(rule, initial_table(np.float32),
                      [gathered_gradient(i, w) for i, w in data])
     assert_same(got, want)
-    assert paths == {"rows": 10, "dense": 0}
+    assert paths() == {"rows": 10, "dense": 0}
     flow.clear_default_session()
     with backends.use("strict"):
         plan = embedding_job(rule, np.float32, ("table", "other")).compiled_for(
