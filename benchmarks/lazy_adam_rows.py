@@ -96,7 +96,11 @@ def train_step(n: int, d: int, rows: int):
         loss = flow.math.reduce_sum(flow.gather(table, ids) * weights)
         flow.optimizer.LazyAdam(LR).minimize(loss)
         return loss
+    return warmed_steps(fit, n, d, rows)
 
+
+def warmed_steps(fit, n: int, d: int, rows: int):
+    """``fit(ids, weights)`` on four random batches in turn, after two warm-up steps."""
     rng = np.random.default_rng(1)
     batches = [(rng.integers(0, n, rows).astype(np.int32),
                 rng.standard_normal((rows, d)).astype(np.float32)) for _ in range(4)]

@@ -6,9 +6,12 @@ value from before the step (as in OneFlow and PyTorch).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._core import dtypes
+from . import row_updates
 from .registry import register
 
 
@@ -89,57 +92,69 @@ def _on_host(flag) -> bool:
     return isinstance(flag, (np.ndarray, np.generic))
 
 
-# Below this magnitude a gradient element counts as "not touched" (OneFlow's lazy
-# threshold), for the row-sparse updates of indexed_slices_optimizer_conf.
-_UNTOUCHED = 1e-12
-
-
-def _guarded(ctx, flag, targets, update, rows_of=None) -> None:
+def _guarded(ctx, flag, targets, update) -> None:
     """``update(*targets)`` in place, unless the step's ``flag`` (a tuple of 0 or 1
     arrays) is 0. A host flag is a plain branch; a device flag is not read (that would
-    stall the step): the update runs on copies that replace the targets where it is 1.
-    ``rows_of`` (a gradient): only the rows (first axis) where it has a non-zero element
-    change, as OneFlow's indexed-slices updates touch only the rows a step gathered."""
-    if rows_of is not None:
-        xp = ctx.xp
-        touched = xp.abs(rows_of) >= rows_of.dtype.type(_UNTOUCHED)
-        touched = touched.reshape(touched.shape[0], -1).any(axis=1)
-        touched = touched.reshape((-1,) + (1,) * (rows_of.ndim - 1))
-        copies = [t.copy() for t in targets]
-        _guarded(ctx, flag, copies, update)
-        for target, new in zip(targets, copies):
-            xp.copyto(target, new, where=xp.broadcast_to(touched, target.shape))
-        return
-    if not flag:
+    stall the step): the update runs on copies that replace the targets where it is 1."""
+    keep = _step_mask(flag)
+    if keep is None:
         update(*targets)
-        return
+    elif keep is not False:
+        copies = [t.copy() for t in targets]
+        update(*copies)
+        for target, new in zip(targets, copies):
+            ctx.xp.copyto(target, new, where=keep)
+
+
+def _step_mask(flag):
+    """What the step's non-finite flag (a tuple of 0 or 1 arrays) allows: None (no flag,
+    or a host flag of 1: update), False (a host flag of 0: write nothing), or a device
+    boolean to mask the writes with (reading it on the host would stall the step)."""
+    if not flag:
+        return None
     ok, = flag
     if _on_host(ok):
-        if ok:
-            update(*targets)
+        return None if ok else False
+    return ok.astype(bool)
+
+
+def _apply(ctx, targets, grad, update, extra, sparse_rows, row_hints) -> None:
+    """``update(grad, *targets)`` (in place) as the step's flag allows. ``extra``: the
+    op's inputs after its own, ``row_hints`` index arrays and then the flag, if any.
+
+    ``sparse_rows`` (``function_config.indexed_slices_optimizer_conf`` lists the variable):
+    as OneFlow's indexed-slices updates, which update the rows a step gathered and no
+    other, only the rows (first axis) where ``grad`` has a touched element (``|g| >=
+    1e-12``) change, each as a whole, weight decay and momentum included; the others keep
+    their values exactly. It costs those rows, not the table: ``ops/row_updates.py`` finds
+    them (from the gather's indices in ``row_hints``, when the optimizer could pass them)
+    and updates them alone with the same operations, so the values are the whole-table
+    update's bit for bit."""
+    hints, flag = extra[:row_hints], extra[row_hints:]
+    if not (sparse_rows and grad.ndim):
+        _guarded(ctx, flag, targets, functools.partial(update, grad))
         return
-    copies = [t.copy() for t in targets]
-    update(*copies)
-    keep_new = ok.astype(bool)
-    for target, new in zip(targets, copies):
-        ctx.xp.copyto(target, new, where=keep_new)
+    keep = _step_mask(flag)
+    if keep is not False:   # a step the guard refused writes nothing
+        row_updates.update_touched_rows(ctx.xp, targets, grad, hints, update, keep)
 
 
-def _rows(grad, sparse_rows):
-    return grad if sparse_rows and grad.ndim else None
-
+# The sgd, momentum and adam updates: ``extra`` holds ``row_hints`` index arrays, the
+# gathers' indices whose valid entries name every row where ``grad`` may have a touched
+# element (passed only with ``sparse_rows``), then the step's flag, if the job has one.
 
 @_update("sgd_update")
-def sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0, sparse_rows=False):
-    def step(param):
+def sgd_update(ctx, param, grad, lr, *extra, weight_decay=0.0, sparse_rows=False,
+               row_hints=0):
+    def update(grad, param):
         param -= _decayed(ctx.xp, param, grad, weight_decay) * param.dtype.type(lr)
-    _guarded(ctx, flag, [param], step, _rows(grad, sparse_rows))
+    _apply(ctx, [param], grad, update, extra, sparse_rows, row_hints)
 
 
 @_update("momentum_update")
-def momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0,
-                    sparse_rows=False):
-    def step(param, velocity):
+def momentum_update(ctx, param, grad, lr, velocity, *extra, beta, weight_decay=0.0,
+                    sparse_rows=False, row_hints=0):
+    def update(grad, param, velocity):
         # OneFlow's MomentumUpdateFunctor: v = beta * v - lr * g; then the weight decay
         # apart from the velocity: param += v - lr * weight_decay * param (the old param).
         t = param.dtype.type
@@ -149,16 +164,16 @@ def momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.
         param += velocity
         if decay is not None:
             param -= decay
-    _guarded(ctx, flag, [param, velocity], step, _rows(grad, sparse_rows))
+    _apply(ctx, [param, velocity], grad, update, extra, sparse_rows, row_hints)
 
 
 @_update("adam_update")
-def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
-                do_bias_correction, weight_decay=0.0, sparse_rows=False):
+def adam_update(ctx, param, grad, lr, m, v, step, *extra, beta1, beta2, epsilon,
+                do_bias_correction, weight_decay=0.0, sparse_rows=False, row_hints=0):
     xp = ctx.xp
     t = param.dtype.type
 
-    def update(param, m, v):
+    def update(grad, param, m, v):
         rate = lr
         if weight_decay:  # decoupled (AdamW): w -= rate * decay * w
             param -= param * t(adamw_decay_rate(rate, step, beta1, beta2, do_bias_correction)
@@ -176,7 +191,7 @@ def adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
         else:
             delta = m / (xp.sqrt(v) + t(epsilon))
         param -= delta * t(rate)
-    _guarded(ctx, flag, [param, m, v], update, _rows(grad, sparse_rows))
+    _apply(ctx, [param, m, v], grad, update, extra, sparse_rows, row_hints)
 
 
 def adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) -> float:

@@ -134,11 +134,21 @@ class Optimizer:
             return 0.0
         return self.weight_decay
 
+    def _row_sparse(self, param_name: str, param, grad) -> tuple[tuple, dict]:
+        """(extra inputs, attributes) of an sgd, momentum or adam update op for
+        ``function_config.indexed_slices_optimizer_conf``: a listed variable's update
+        touches only the rows with a gradient this step (OneFlow rewrites it to an
+        indexed-slices update of the rows the step gathered; aioflow tells them by their
+        gradient), weight decay and momentum included. An embedding's gradient brings the
+        gathers' indices (before the step's flag), so that the update computes on the rows
+        they name instead of searching the whole table for them (``ops/row_updates.py``)."""
+        if not self._sparse_rows(param_name):
+            return (), {"sparse_rows": False}
+        rows = gathered_rows(grad, param.shape) or []
+        return tuple(rows), {"sparse_rows": True, "row_hints": len(rows)}
+
     def _sparse_rows(self, param_name: str) -> bool:
-        """Whether ``function_config.indexed_slices_optimizer_conf`` lists the variable: its
-        update then touches only the rows with a gradient this step (OneFlow rewrites it
-        to an indexed-slices update of the rows the step gathered; aioflow tells them by
-        their non-zero gradient), weight decay and momentum included."""
+        """Whether ``function_config.indexed_slices_optimizer_conf`` lists the variable."""
         config = current_graph().config
         conf = config.setting("indexed_slices_optimizer_conf") if config is not None else None
         if not conf or conf.get("enable") is False:
@@ -198,15 +208,14 @@ class SGD(Optimizer):
         self.momentum = _check_unit("SGD momentum", momentum)
 
     def update(self, param_name, param, grad, lr, step):
+        rows, sparse = self._row_sparse(param_name, param, grad)
         if self.momentum == 0.0:
-            state_ops.sgd_update(param, grad, lr, *self._guard(),
-                                 weight_decay=self._decay(param_name),
-                                 sparse_rows=self._sparse_rows(param_name))
+            state_ops.sgd_update(param, grad, lr, *rows, *self._guard(),
+                                 weight_decay=self._decay(param_name), **sparse)
         else:
             state_ops.momentum_update(param, grad, lr, self._slot(param_name, "momentum"),
-                                      *self._guard(), beta=self.momentum,
-                                      weight_decay=self._decay(param_name),
-                                      sparse_rows=self._sparse_rows(param_name))
+                                      *rows, *self._guard(), beta=self.momentum,
+                                      weight_decay=self._decay(param_name), **sparse)
 
 
 class SGDW(SGD):
@@ -234,11 +243,12 @@ class Adam(Optimizer):
         self.do_bias_correction = bool(do_bias_correction)
 
     def update(self, param_name, param, grad, lr, step):
+        rows, sparse = self._row_sparse(param_name, param, grad)
         state_ops.adam_update(
             param, grad, lr, self._slot(param_name, "m"), self._slot(param_name, "v"), step,
-            *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
+            *rows, *self._guard(), beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
             do_bias_correction=self.do_bias_correction, weight_decay=self._decay(param_name),
-            sparse_rows=self._sparse_rows(param_name))
+            **sparse)
 
 
 class AdamW(Adam):

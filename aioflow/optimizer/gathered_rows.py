@@ -1,5 +1,6 @@
 """Which rows of a variable its gradient can touch, read off the graph, so that LazyAdam's
-update works on those rows only (``aioflow/ops/lazy_adam.py``).
+update and the indexed-slices updates of ``function_config.indexed_slices_optimizer_conf``
+work on those rows only (``aioflow/ops/row_updates.py``).
 
 An embedding table's gradient is ``gather_grad(dy, indices)`` along axis 0: a zero table
 with the rows the indices name filled in (repeats summed). Before the update, the
@@ -7,10 +8,10 @@ training pass may scale it (the loss's instance count, loss scaling, clipping: a
 ``multiply`` or ``divide`` by anything) or add another such gradient (a table gathered
 twice, several losses). None of these puts a touched element (``|g| >= 1e-12``) outside
 the named rows: there every element stays 0 or NaN (``0 * x``, ``0 / x`` and ``0 + 0``
-are 0 or NaN, NaN stays NaN), and LazyAdam touches neither. So the gathers' indices name
-every row the update must look at; anything else on the way (a regularizer's dense
-gradient added, an average over devices) ends the walk, and the update finds the rows
-itself.
+are 0 or NaN, NaN stays NaN), and neither counts as touched (``|NaN| >= 1e-12`` is
+false). So the gathers' indices name every row the update must look at; anything else on
+the way (a regularizer's dense gradient added, an average over devices) ends the walk,
+and the update finds the rows itself.
 
 This is the walk of OneFlow's ``IndexedSlicesOptimizerRewritePass`` (from an
 ``unsorted_segment_sum`` along axis 0, through parallel casts and scalar multiplies, to

@@ -91,34 +91,41 @@ def _ok(flag):
     return flag[0] if flag else np.int8(1)
 
 
+# ``extra``: the generic op's (ops/state.py): ``row_hints`` index arrays, then the step's
+# flag. The fused kernels update every element, so an indexed-slices update (sparse_rows,
+# maybe with hints) takes the generic op, and here ``extra`` is the flag alone.
+
 @sgd_update.kernel_for("cupy")
-def _sgd_update(ctx, param, grad, lr, *flag, weight_decay=0.0, sparse_rows=False):
-    if sparse_rows or not _fused(param):
-        return sgd_update.forward(ctx, param, grad, lr, *flag, weight_decay=weight_decay,
-                                  sparse_rows=sparse_rows)
+def _sgd_update(ctx, param, grad, lr, *extra, weight_decay=0.0, sparse_rows=False,
+                row_hints=0):
+    if sparse_rows or row_hints or not _fused(param):
+        return sgd_update.forward(ctx, param, grad, lr, *extra, weight_decay=weight_decay,
+                                  sparse_rows=sparse_rows, row_hints=row_hints)
     t = param.dtype.type
-    _kernels()["sgd"](grad, _ok(flag), t(lr), t(weight_decay), param)
+    _kernels()["sgd"](grad, _ok(extra), t(lr), t(weight_decay), param)
 
 
 @momentum_update.kernel_for("cupy")
-def _momentum_update(ctx, param, grad, lr, velocity, *flag, beta, weight_decay=0.0,
-                     sparse_rows=False):
-    if sparse_rows or not _fused(param):
-        return momentum_update.forward(ctx, param, grad, lr, velocity, *flag, beta=beta,
-                                       weight_decay=weight_decay, sparse_rows=sparse_rows)
+def _momentum_update(ctx, param, grad, lr, velocity, *extra, beta, weight_decay=0.0,
+                     sparse_rows=False, row_hints=0):
+    if sparse_rows or row_hints or not _fused(param):
+        return momentum_update.forward(ctx, param, grad, lr, velocity, *extra, beta=beta,
+                                       weight_decay=weight_decay, sparse_rows=sparse_rows,
+                                       row_hints=row_hints)
     t = param.dtype.type
-    _kernels()["momentum"](grad, _ok(flag), t(lr), t(beta), t(weight_decay), param,
+    _kernels()["momentum"](grad, _ok(extra), t(lr), t(beta), t(weight_decay), param,
                            velocity)
 
 
 @adam_update.kernel_for("cupy")
-def _adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
-                 do_bias_correction, weight_decay=0.0, sparse_rows=False):
-    if sparse_rows or not _fused(param):
-        return adam_update.forward(ctx, param, grad, lr, m, v, step, *flag, beta1=beta1,
+def _adam_update(ctx, param, grad, lr, m, v, step, *extra, beta1, beta2, epsilon,
+                 do_bias_correction, weight_decay=0.0, sparse_rows=False, row_hints=0):
+    if sparse_rows or row_hints or not _fused(param):
+        return adam_update.forward(ctx, param, grad, lr, m, v, step, *extra, beta1=beta1,
                                    beta2=beta2, epsilon=epsilon,
                                    do_bias_correction=do_bias_correction,
-                                   weight_decay=weight_decay, sparse_rows=sparse_rows)
+                                   weight_decay=weight_decay, sparse_rows=sparse_rows,
+                                   row_hints=row_hints)
     t = param.dtype.type
     lr = float(lr)                     # host values: the rate and the step counter
     decay = adamw_decay_rate(lr, step, beta1, beta2, do_bias_correction) * weight_decay
@@ -127,7 +134,7 @@ def _adam_update(ctx, param, grad, lr, m, v, step, *flag, beta1, beta2, epsilon,
         n = float(step) + 1.0
         inv_c2 = 1.0 / (1 - beta2 ** n) ** 0.5
         lr = lr / (1 - beta1 ** n)
-    _kernels()["adam"](grad, _ok(flag), t(lr), t(beta1), t(1 - beta1), t(beta2),
+    _kernels()["adam"](grad, _ok(extra), t(lr), t(beta1), t(1 - beta1), t(beta2),
                        t(1 - beta2), t(inv_c2), t(epsilon), t(decay), param, m, v)
 
 
