@@ -69,6 +69,11 @@ CASES = [
     ("depthwise-3x3-same", (2, 6, 7, 7), (6, 1, 3, 3), (1, 1), "SAME", (1, 1), 6),
     ("depthwise-3x3-same-s2", (2, 5, 8, 7), (5, 1, 3, 3), (2, 2), "SAME", (1, 1), 5),
     ("depthwise-x2-3x3-d2", (2, 4, 9, 8), (8, 1, 3, 3), (1, 1), "SAME", (2, 2), 4),
+    # a strided depthwise conv's input gradient goes by output phases: strides that do
+    # not divide the dilated taps, asymmetric pads, a stride above the kernel
+    ("depthwise-3x3-s23-d21-asym", (2, 4, 11, 10), (4, 1, 3, 3), (2, 3), ((1, 2), (0, 1)),
+     (2, 1), 4),
+    ("depthwise-2x2-s3", (3, 3, 10, 9), (3, 1, 2, 2), (3, 3), ((0, 1), (1, 0)), (1, 1), 3),
     ("g4-3x3-same", (3, 16, 6, 5), (8, 4, 3, 3), (1, 1), "SAME", (1, 1), 4),
 ]
 
