@@ -230,3 +230,42 @@ def test_a_kernel_call_without_a_plan_fills_a_fresh_table():
     np.testing.assert_array_equal(
         second, indexing.gather_grad.forward(Ctx, gy, np.array([0, 2, 9]), axis=0,
                                              shape=(6, 2)))
+
+
+def test_several_devices_in_one_process_keep_the_fresh_table(monkeypatch):
+    """flow.config.cpu_device_num(2): the device parts' gradients are summed and averaged
+    before the update, so no gather_grad output goes to the update alone."""
+    from aioflow._core import settings
+    saved = settings.get("gpu_device_num"), settings.get("cpu_device_num")
+
+    def run(enabled):
+        monkeypatch.setattr(gradient_buffers, "ENABLED", enabled)
+        flow.clear_default_session()
+        flow.config.gpu_device_num(0)
+        flow.config.cpu_device_num(2)
+        config = flow.function_config()
+        config.default_logical_view(flow.scope.mirrored_view())
+
+        @flow.global_function(type="train", function_config=config)
+        def fit(ids: tp.ListNumpy.Placeholder((3,), dtype=flow.int32),
+                weights: tp.ListNumpy.Placeholder((3, D))) -> tp.ListNumpy:
+            table = flow.get_variable("table", shape=(N, D),
+                                      initializer=flow.random_normal_initializer(seed=1))
+            loss = flow.math.reduce_sum(flow.gather(table, ids) * weights)
+            flow.optimizer.LazyAdam(LR).minimize(loss)
+            return loss
+        out = []
+        for ids, weights in batches():
+            fit([ids[:3], ids[3:]], [weights[:3], weights[3:]])
+            out.append(flow.get_all_variables())
+        plan = fit.compiled_for(default_session()).plan
+        return out, [ins for ins in plan.instructions if "rows_buffer" in ins.attrs]
+    try:
+        want, _ = run(False)
+        got, buffered = run(True)
+    finally:
+        flow.clear_default_session()
+        settings.put("gpu_device_num", saved[0])
+        settings.put("cpu_device_num", saved[1])
+    assert buffered == []
+    assert_same(got, want)
