@@ -55,7 +55,7 @@ OPTIMIZERS = {
 }
 
 
-def embedding_job(name, dtype=np.float32, watch=None, scale=None):
+def embedding_job(name, dtype=np.float32, watch=None, per_sample=False):
     make, sliced = OPTIMIZERS[name]
     config = flow.FunctionConfig()
     if sliced:
@@ -68,9 +68,8 @@ def embedding_job(name, dtype=np.float32, watch=None, scale=None):
                                   initializer=flow.random_normal_initializer(seed=1))
         if watch is not None:
             flow.watch_diff(table, watch)
-        loss = flow.math.reduce_sum(flow.gather(table, ids) * weights)
-        if scale is not None:
-            loss = loss * scale
+        rows = flow.gather(table, ids) * weights
+        loss = flow.math.reduce_sum(rows, axis=1) if per_sample else flow.math.reduce_sum(rows)
         make().minimize(loss)
         return loss
     return fit
@@ -200,15 +199,22 @@ def test_a_watched_gradient_keeps_the_fresh_table(monkeypatch):
         np.testing.assert_array_equal(g, want)
 
 
-def test_a_scaled_gradient_and_the_strict_backend_keep_the_fresh_table(monkeypatch):
-    data = batches(steps=3)
-    # the loss's scale multiplies the table's gradient: its reader is a multiply
-    want, _, _ = train("lazy_adam", data, False, monkeypatch, scale=0.5)
-    got, buffers, _ = train("lazy_adam", data, True, monkeypatch, scale=0.5)
+def test_a_scaled_gradient_keeps_its_table_and_the_strict_backend_a_fresh_one(monkeypatch):
+    data = batches()
+    data[2][1][1, 1] = np.nan            # a refused step: the guard reads the product
+    flow.config.check_finite_inputs(False)
+    # a per-sample loss: minimize divides the table's gradient by the batch (a multiply)
+    with pytest.warns(flow.train.NonFiniteStepWarning):
+        want, _, _ = train("lazy_adam", data, False, monkeypatch, per_sample=True)
+    with pytest.warns(flow.train.NonFiniteStepWarning):
+        got, buffers, plan = train("lazy_adam", data, True, monkeypatch, per_sample=True)
+    assert len(buffers) == 1
+    readers = [ins.op_name for ins in plan.instructions if ins.op_name == "multiply"]
+    assert readers
     assert_same(got, want)
-    # a constant scale of the loss may be folded into dy before gather_grad: either way
-    # the values above match; on the strict backend (as on CuPy) no buffer at all
-    _, strict_buffers, _ = train("lazy_adam", data, True, monkeypatch, backend="strict")
+    # on the strict backend (as on CuPy) no buffer at all
+    _, strict_buffers, _ = train("lazy_adam", batches(steps=3), True, monkeypatch,
+                                 backend="strict")
     assert strict_buffers == []
 
 
@@ -232,9 +238,9 @@ def test_a_kernel_call_without_a_plan_fills_a_fresh_table():
                                              shape=(6, 2)))
 
 
-def test_several_devices_in_one_process_keep_the_fresh_table(monkeypatch):
-    """flow.config.cpu_device_num(2): the device parts' gradients are summed and averaged
-    before the update, so no gather_grad output goes to the update alone."""
+def test_several_devices_in_one_process_keep_a_table_each(monkeypatch):
+    """flow.config.cpu_device_num(2): each device part has its own gather_grad, whose
+    tables are summed and averaged before the update; each keeps a buffer of its own."""
     from aioflow._core import settings
     saved = settings.get("gpu_device_num"), settings.get("cpu_device_num")
 
@@ -255,10 +261,11 @@ def test_several_devices_in_one_process_keep_the_fresh_table(monkeypatch):
             flow.optimizer.LazyAdam(LR).minimize(loss)
             return loss
         out = []
-        for ids, weights in batches():
-            fit([ids[:3], ids[3:]], [weights[:3], weights[3:]])
-            out.append(flow.get_all_variables())
-        plan = fit.compiled_for(default_session()).plan
+        with backends.use("numpy"):
+            for ids, weights in batches():
+                fit([ids[:3], ids[3:]], [weights[:3], weights[3:]])
+                out.append(flow.get_all_variables())
+            plan = fit.compiled_for(default_session()).plan
         return out, [ins for ins in plan.instructions if "rows_buffer" in ins.attrs]
     try:
         want, _ = run(False)
@@ -267,5 +274,6 @@ def test_several_devices_in_one_process_keep_the_fresh_table(monkeypatch):
         flow.clear_default_session()
         settings.put("gpu_device_num", saved[0])
         settings.put("cpu_device_num", saved[1])
-    assert buffered == []
+    assert len(buffered) == 2
+    assert buffered[0].attrs["rows_buffer"] is not buffered[1].attrs["rows_buffer"]
     assert_same(got, want)

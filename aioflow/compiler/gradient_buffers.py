@@ -1,22 +1,27 @@
 """Embedding gradients kept from step to step: the plan's ``gather_grad`` outputs that only
-the updates and the non-finite guard read.
+the updates, the non-finite guard and elementwise arithmetic read.
 
 An embedding table's gradient is ``gather_grad``'s dense table, zero but for the rows the
 batch gathered. Filling a fresh zero table each step costs its page faults (a 1,000,000 x
 16 float32 table: ~6 ms of a train step whose update touches 512 rows in 0.2 ms), and the
 guard's sum of squares reads all of it (~4 ms more). So on the host a ``gather_grad``
-along axis 0 whose output is read by nothing but update ops (as their gradient) and the
-guard gets a :class:`~aioflow.ops.indexing.RowsBuffer`: its table is allocated once and,
-each step, only the rows the previous step wrote are cleared before this step's rows are
-added (the same ``np.add.at``, so the same values); the guard reads only those rows
-(``ops/state.py``, with a fallback to the whole table that keeps its answer the same).
+along axis 0 whose output is read by nothing but update ops (as their gradient), the
+guard and elementwise ops (a scale, a sum) gets a :class:`~aioflow.ops.indexing.
+RowsBuffer`: its table is allocated once and, each step, only the rows the previous step
+wrote are cleared before this step's rows are added (the same ``np.add.at``, so the same
+values). Where the guard reads the table itself it reads only those rows
+(``ops/state.py``, with a fallback to the whole table that keeps its answer the same). A
+scaled gradient (``gather_grad(...) * (1 / batch)``, a per-sample loss's) still costs its
+dense multiply and the guard's whole read of the product: only the fresh table's page
+faults are saved there.
 
 Safe because nothing else sees the table: it is not a job output (``flow.watch_diff``
-fetches are outputs too), the update ops only read their gradient, and the guard only
-reads; the memory plan never writes into it (it is none of its buffers); and steps of one
-plan never overlap (``Plan.run``), which the memory plan's own buffers rely on as well.
-Devices (CuPy, the strict backend) keep the fresh table: clearing is cheap there, and a
-captured CUDA graph would replay a buffer's first allocation.
+fetches are outputs too), the update ops, the guard and the elementwise ops only read it;
+the memory plan never writes into it (it is none of its buffers); and steps of one plan
+never overlap (``Plan.run``), which the memory plan's own buffers rely on as well. The
+table stays allocated between steps (its size, for the plan's life). Devices (CuPy, the
+strict backend) keep the fresh table: clearing is cheap there, and a captured CUDA graph
+would replay a buffer's first allocation.
 """
 from __future__ import annotations
 
@@ -29,6 +34,10 @@ ENABLED = True
 
 # Ops that only read their gradient input (position 1) and keep no reference to it.
 _UPDATES = frozenset({"sgd_update", "momentum_update", "adam_update", "lazy_adam_update"})
+# Elementwise ops (a gradient scaled by the loss's instance count, loss scaling, a sum of
+# gradients): they read their inputs and write a new array or a memory-plan buffer, never
+# an input that is not one of those buffers (ops/elementwise.py, compiler/memory.py).
+_READERS = frozenset({"all_finite", "multiply", "divide", "add", "subtract"})
 
 
 def attach(graph, instructions, backend) -> None:
@@ -48,7 +57,7 @@ def attach(graph, instructions, backend) -> None:
         out, = node.outputs
         uses = readers.get(out.id, [])
         if out.id in outputs or not uses or not all(
-                reader.op.name == "all_finite"
+                reader.op.name in _READERS
                 or (reader.op.name in _UPDATES and position == 1)
                 for reader, position in uses):
             continue
