@@ -45,8 +45,20 @@ def batches(dtype=np.float32, steps=6):
             for i in ids]
 
 
+def dynamic_scale():
+    return flow.optimizer.loss_scale.dynamic_loss_scale(
+        initial_loss_scale=2.0 ** 100, increment_period=2, multiplier=2.0)
+
+
 OPTIMIZERS = {
     "lazy_adam": (lambda: flow.optimizer.LazyAdam(LR), False),
+    "lazy_adam_scaled": (lambda: flow.optimizer.LazyAdam(LR, loss_scale_policy=flow.optimizer.
+                                                         loss_scale.static_loss_scale(4.0)),
+                         False),
+    "sgd_scaled": (lambda: flow.optimizer.SGD(LR, loss_scale_policy=flow.optimizer.
+                                              loss_scale.static_loss_scale(4.0)), False),
+    "adam_dynamic_scale": (lambda: flow.optimizer.Adam(LR, loss_scale_policy=dynamic_scale()),
+                           True),
     "sgd": (lambda: flow.optimizer.SGD(LR), False),
     "adam": (lambda: flow.optimizer.Adam(LR), False),
     "sliced_sgd": (lambda: flow.optimizer.SGD(LR), True),
@@ -91,6 +103,10 @@ def train(name, data, enabled, monkeypatch, backend="numpy", **job):
     return out, buffers, plan
 
 
+def scaled(plan):
+    return [ins.attrs["rows_scale"] for ins in plan.instructions if "rows_scale" in ins.attrs]
+
+
 def assert_same(got, want):
     assert len(got) == len(want)
     for step, (have, expected) in enumerate(zip(got, want)):
@@ -105,17 +121,21 @@ def assert_same(got, want):
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_the_kept_gradient_gives_the_fresh_tables_values(name, dtype, monkeypatch):
     data = batches(dtype)
+    if name == "adam_dynamic_scale":   # 2^100 overflows at first: steps refused, scale cut
+        flow.config.check_finite_inputs(False)
     want, none, _ = train(name, data, False, monkeypatch)
     got, buffers, plan = train(name, data, True, monkeypatch)
     assert none == [] and len(buffers) == 1
     assert_same(got, want)
+    assert len(scaled(plan)) == (1 if name.endswith(("_scaled", "_scale"))
+                                 else 0)
     # the last step's rows are all the buffer holds: the rest are zeros, as in a fresh table
     table = buffers[0].array
     rows = np.unique(buffers[0].rows)
     assert set(rows) == {2, 4, 6, 8, 10, 12}
     assert not np.any(np.delete(table, rows, axis=0))
     guard, = [ins for ins in plan.instructions if ins.op_name == "all_finite"]
-    assert buffers[0] in guard.attrs["row_buffers"]
+    assert (scaled(plan) or buffers)[0] in guard.attrs["row_buffers"]
 
 
 def test_rows_not_cleared_would_leave_old_gradients(monkeypatch):
@@ -208,9 +228,8 @@ def test_a_scaled_gradient_keeps_its_table_and_the_strict_backend_a_fresh_one(mo
         want, _, _ = train("lazy_adam", data, False, monkeypatch, per_sample=True)
     with pytest.warns(flow.train.NonFiniteStepWarning):
         got, buffers, plan = train("lazy_adam", data, True, monkeypatch, per_sample=True)
-    assert len(buffers) == 1
-    readers = [ins.op_name for ins in plan.instructions if ins.op_name == "multiply"]
-    assert readers
+    assert len(buffers) == 1 and len(scaled(plan)) == 1
+    assert scaled(plan)[0].source is buffers[0]
     assert_same(got, want)
     # on the strict backend (as on CuPy) no buffer at all
     _, strict_buffers, _ = train("lazy_adam", batches(steps=3), True, monkeypatch,
@@ -277,3 +296,34 @@ def test_several_devices_in_one_process_keep_a_table_each(monkeypatch):
     assert len(buffered) == 2
     assert buffered[0].attrs["rows_buffer"] is not buffered[1].attrs["rows_buffer"]
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("ufunc", ["multiply", "divide"])
+def test_a_scaled_table_follows_its_operand(ufunc):
+    """The kept product of a kept table and one element equals the ufunc's whole-table
+    result bit for bit as the rows and the operand change: its sign (0 * -1 is -0), 0
+    (0 / 0 is NaN), infinity and NaN rewrite the background."""
+    class Ctx:
+        xp = np
+    source = RowsBuffer()
+    state = indexing.ScaledRows(source, ufunc)
+    rng = np.random.default_rng(2)
+    for b in [0.5, 0.5, -2.0, -2.0, np.inf, 3.0, 0.0, np.nan, 1.0, 0.25]:
+        ids = rng.integers(0, 12, 4)
+        gy = rng.standard_normal((4, 2)).astype(np.float32)
+        table = indexing.gather_grad.forward(Ctx, gy, ids, axis=0, shape=(12, 2),
+                                             rows_buffer=source)
+        operand = np.asarray(b, np.float32)
+        with np.errstate(all="ignore"):
+            got = indexing.scaled_rows(Ctx, table, operand, rows_scale=state)
+            want = getattr(np, ufunc)(table, operand)
+            background = getattr(np, ufunc)(np.float32(0), operand)   # 0, -0 or NaN
+        assert got is state.array
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert state.zero_elsewhere == (background == 0)
+    # another array than the source's table: the ufunc, as the op computes it
+    other = np.ones((12, 2), np.float32)
+    np.testing.assert_array_equal(
+        indexing.scaled_rows(Ctx, other, np.float32(2), rows_scale=state),
+        getattr(np, ufunc)(other, np.float32(2)))
+    assert state.array is None

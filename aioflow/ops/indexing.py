@@ -63,6 +63,10 @@ class RowsBuffer:
         self.array = None
         self.rows = None
 
+    def background(self, ndim):
+        """The value of every element outside ``rows`` (shaped to broadcast): zero."""
+        return np.zeros((1,) * ndim, self.array.dtype)
+
     def zeroed(self, shape, dtype):
         """The table, all zeros again: only the rows written last step are cleared."""
         array = self.array
@@ -77,6 +81,61 @@ class RowsBuffer:
 def clear_rows(array, rows) -> None:
     """``array[rows] = 0``: every element of the rows (first axis) ``rows`` names."""
     array[rows] = 0
+
+
+def each_row_once(rows):
+    """The first-axis indices ``rows`` (a host array, any shape) sorted, each once."""
+    rows = np.sort(rows.reshape(-1))
+    if rows.size > 1:
+        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    return rows
+
+
+class ScaledRows:
+    """The output of ``multiply`` or ``divide`` (``ufunc``) of a kept table (a
+    :class:`RowsBuffer`'s, or another ``ScaledRows``': ``source``) by a one-element
+    operand, kept from step to step too: a per-sample loss's gradient, ``gather_grad(...)
+    * (1 / batch)``, and loss scaling's. Outside the source's rows every element is the
+    source's background times the operand (``0 * b``: 0, -0 or NaN), so a step computes
+    the rows alone, with the same ufunc on the same values (:func:`scaled_rows`), and
+    rewrites the whole table only when that background changes (the first step, an
+    operand whose sign or finiteness changed)."""
+
+    __slots__ = ("source", "ufunc", "array", "rows", "fill")
+
+    def __init__(self, source, ufunc):
+        self.source, self.ufunc = source, ufunc
+        self.array = self.rows = self.fill = None
+
+    def background(self, ndim):
+        return self.fill
+
+    @property
+    def zero_elsewhere(self) -> bool:
+        """Whether every element outside ``rows`` is 0 (or -0)."""
+        return self.fill is not None and not np.any(self.fill)
+
+
+def scaled_rows(ctx, a, b, out=None, *, rows_scale):
+    """The kernel of a ``multiply`` / ``divide`` instruction with a :class:`ScaledRows`
+    (``aioflow/compiler/gradient_buffers.py`` swaps it in): ``ufunc(a, b)``, written
+    into the kept table where ``a`` is the source's table, else computed as the op does."""
+    state = rows_scale
+    f = getattr(ctx.xp, state.ufunc)
+    source = state.source
+    if ctx.xp is not np or a is not source.array or source.rows is None:
+        state.array = state.rows = state.fill = None
+        return f(a, b, out=out)
+    fill = f(source.background(a.ndim), b)
+    rows = each_row_once(source.rows)
+    if state.array is None or state.fill.tobytes() != fill.tobytes() \
+            or state.array.dtype != fill.dtype:
+        state.array, state.fill = f(a, b), fill      # the whole table
+    else:
+        state.array[state.rows] = fill[0]            # last step's rows: background again
+        state.array[rows] = f(np.take(a, rows, axis=0), b)
+    state.rows = rows
+    return state.array
 
 
 @register("gather_grad", infer=_infer_gather_grad, differentiable=False)

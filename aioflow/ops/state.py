@@ -13,6 +13,7 @@ import numpy as np
 
 from .._core import dtypes
 from . import row_updates
+from .indexing import each_row_once
 from .registry import register
 
 
@@ -88,9 +89,7 @@ def _rows_squares_finite(a, written) -> bool:
     finite and ``(1 + u)^(2k)`` times it is still below the dtype's maximum, no order
     overflows. Otherwise (a NaN, an infinity, a sum near the maximum: a step the guard may
     refuse) the whole table is read, as before."""
-    rows = np.sort(written.reshape(-1))
-    if rows.size > 1:   # each row once: a repeat would count its squares twice
-        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    rows = each_row_once(written)   # a repeat would count its squares twice
     part = np.take(a, rows, axis=0)
     if a.dtype.kind != "f" or a.dtype.itemsize < 4:
         return bool(np.isfinite(part).all())   # zeros are finite: the same answer
@@ -105,7 +104,8 @@ def _rows_squares_finite(a, written) -> bool:
 
 
 def _host_finite(a, buffer) -> bool:
-    if buffer is not None and a is buffer.array and buffer.rows is not None:
+    if buffer is not None and a is buffer.array and buffer.rows is not None \
+            and getattr(buffer, "zero_elsewhere", True):
         return _rows_squares_finite(a, buffer.rows)
     return bool(_squares_finite(np, a))
 
@@ -114,9 +114,9 @@ def _host_finite(a, buffer) -> bool:
 def all_finite(ctx, *arrays, row_buffers=None):
     """1 (int8, 0-d) when every array has finite values whose squares are finite too
     (its sum of squares is finite), else 0. ``row_buffers`` (the compiled plan's, on the
-    host): for each array None or the ``RowsBuffer`` of the ``gather_grad`` that may have
-    produced it; an array that is that buffer's table is read in its written rows only
-    (:func:`_rows_squares_finite`)."""
+    host): for each array None or the ``RowsBuffer`` (or ``ScaledRows``) of the op that
+    may have produced it; an array that is that buffer's table, zero outside its rows, is
+    read in those rows only (:func:`_rows_squares_finite`)."""
     xp = ctx.xp
     if xp is np:   # on the host: stop at the first array that is not
         buffers = row_buffers or (None,) * len(arrays)
