@@ -117,9 +117,12 @@ def assert_same(got, want):
             assert have[key].dtype == expected[key].dtype
 
 
+@pytest.mark.parametrize("fraction", [1.0, -1.0], ids=["scaled-rows", "scaled-whole"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
-def test_the_kept_gradient_gives_the_fresh_tables_values(name, dtype, monkeypatch):
+def test_the_kept_gradient_gives_the_fresh_tables_values(name, dtype, fraction, monkeypatch):
+    """(``fraction``: a scaled table's rows computed alone, or the whole table, each step)"""
+    monkeypatch.setattr(indexing, "SCALED_ROW_FRACTION", fraction)
     data = batches(dtype)
     if name == "adam_dynamic_scale":   # 2^100 overflows at first: steps refused, scale cut
         flow.config.check_finite_inputs(False)
@@ -220,6 +223,7 @@ def test_a_watched_gradient_keeps_the_fresh_table(monkeypatch):
 
 
 def test_a_scaled_gradient_keeps_its_table_and_the_strict_backend_a_fresh_one(monkeypatch):
+    monkeypatch.setattr(indexing, "SCALED_ROW_FRACTION", 1.0)   # the rows alone
     data = batches()
     data[2][1][1, 1] = np.nan            # a refused step: the guard reads the product
     flow.config.check_finite_inputs(False)
@@ -298,19 +302,23 @@ def test_several_devices_in_one_process_keep_a_table_each(monkeypatch):
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("fraction", [1.0, 0.3, -1.0])
 @pytest.mark.parametrize("ufunc", ["multiply", "divide"])
-def test_a_scaled_table_follows_its_operand(ufunc):
+def test_a_scaled_table_follows_its_operand(ufunc, fraction, monkeypatch):
     """The kept product of a kept table and one element equals the ufunc's whole-table
     result bit for bit as the rows and the operand change: its sign (0 * -1 is -0), 0
     (0 / 0 is NaN), infinity and NaN rewrite the background."""
+    monkeypatch.setattr(indexing, "SCALED_ROW_FRACTION", fraction)   # 0.3: both paths
+
     class Ctx:
         xp = np
     source = RowsBuffer()
     state = indexing.ScaledRows(source, ufunc)
     rng = np.random.default_rng(2)
     for b in [0.5, 0.5, -2.0, -2.0, np.inf, 3.0, 0.0, np.nan, 1.0, 0.25]:
-        ids = rng.integers(0, 12, 4)
-        gy = rng.standard_normal((4, 2)).astype(np.float32)
+        count = rng.choice([2, 4, 6])
+        ids = rng.integers(0, 12, count)
+        gy = rng.standard_normal((count, 2)).astype(np.float32)
         table = indexing.gather_grad.forward(Ctx, gy, ids, axis=0, shape=(12, 2),
                                              rows_buffer=source)
         operand = np.asarray(b, np.float32)

@@ -98,8 +98,9 @@ class ScaledRows:
     * (1 / batch)``, and loss scaling's. Outside the source's rows every element is the
     source's background times the operand (``0 * b``: 0, -0 or NaN), so a step computes
     the rows alone, with the same ufunc on the same values (:func:`scaled_rows`), and
-    rewrites the whole table only when that background changes (the first step, an
-    operand whose sign or finiteness changed)."""
+    the whole table (into the kept array) when that background changes (an operand whose
+    sign or finiteness changed) or the rows are many (:data:`SCALED_ROW_FRACTION`).
+    ``rows``: the rows (first axis) where an element may differ from the background."""
 
     __slots__ = ("source", "ufunc", "array", "rows", "fill")
 
@@ -127,15 +128,26 @@ def scaled_rows(ctx, a, b, out=None, *, rows_scale):
         state.array = state.rows = state.fill = None
         return f(a, b, out=out)
     fill = f(source.background(a.ndim), b)
-    rows = each_row_once(source.rows)
-    if state.array is None or state.fill.tobytes() != fill.tobytes() \
-            or state.array.dtype != fill.dtype:
-        state.array, state.fill = f(a, b), fill      # the whole table
+    rows = source.rows
+    if state.array is None or state.array.dtype != fill.dtype:
+        state.array = f(a, b)                         # the first step: the whole table
+    elif state.fill.tobytes() != fill.tobytes() or rows.size > SCALED_ROW_FRACTION * len(a):
+        f(a, b, out=state.array)                      # the whole table, in place
     else:
-        state.array[state.rows] = fill[0]            # last step's rows: background again
+        state.array[state.rows] = fill[0]             # last step's rows: background again
+        rows = each_row_once(rows)
         state.array[rows] = f(np.take(a, rows, axis=0), b)
-    state.rows = rows
+    state.rows, state.fill = rows, fill
     return state.array
+
+
+# :func:`scaled_rows` computes the rows alone while the source's indices (repeats
+# included) are at most this share of the table's rows, else the whole table (into the
+# kept array). Measured on this project's 2-core host (numpy 2.4, float32, a multiply):
+# the rows cost 40-250 ns per index (more for wider rows), the whole table 0.2-0.45 ns per
+# element; the rows won up to 3-5% of 200,000 x 16, 1,000,000 x 16 and 100,000 x 64 and
+# lost by under 0.05 ms on 200,000 x 1 at 1-2%.
+SCALED_ROW_FRACTION = 0.02
 
 
 @register("gather_grad", infer=_infer_gather_grad, differentiable=False)
