@@ -335,3 +335,38 @@ def test_a_scaled_table_follows_its_operand(ufunc, fraction, monkeypatch):
         indexing.scaled_rows(Ctx, other, np.float32(2), rows_scale=state),
         getattr(np, ufunc)(other, np.float32(2)))
     assert state.array is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("row_shape", [(), (1,), (5,), (3, 4)])
+def test_add_rows_is_add_at_bit_for_bit(dtype, row_shape):
+    """gather_grad's accumulation (ops/indexing.py add_rows: one flat add.at over element
+    indices on the host) against numpy's add.at on the rows: many repeats, -0, NaN
+    (with payloads), infinities, values whose sum depends on the order."""
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n = int(rng.integers(1, 30))
+        k = int(rng.integers(0, 60))
+        rows = rng.integers(0, n, k).astype(rng.choice([np.int32, np.int64, np.uint8]))
+        if np.issubdtype(dtype, np.floating):
+            with np.errstate(over="ignore"):   # float16: some overflow to infinity
+                values = (rng.standard_normal((k,) + row_shape)
+                          * 10.0 ** rng.integers(-8, 8, (k,) + row_shape)).astype(dtype)
+            if trial % 2:   # finite values only: the flat add.at
+                values[~np.isfinite(values)] = 1
+            special = np.array([-0.0, np.nan, np.inf, -np.inf, np.finfo(dtype).max], dtype=dtype)
+            spots = rng.random(values.shape) < (0.1 if trial % 4 == 0 else 0.0)
+            values[spots] = rng.choice(special, int(spots.sum()))
+            if spots.any():   # a NaN with a payload of its own
+                bits = {2: np.uint16(0x7E01), 4: np.uint32(0x7FC00001),
+                        8: np.uint64(0x7FF8000000000001)}[np.dtype(dtype).itemsize]
+                values.reshape(-1)[np.flatnonzero(spots.reshape(-1))[0]] = \
+                    np.array(bits).view(dtype)
+        else:
+            values = rng.integers(-100, 100, (k,) + row_shape).astype(dtype)
+        want = np.zeros((n,) + row_shape, dtype)
+        got = np.zeros((n,) + row_shape, dtype)
+        with np.errstate(all="ignore"):
+            np.add.at(want, rows, values)
+            indexing.add_rows(np, got, rows, values)
+        assert got.tobytes() == want.tobytes(), trial

@@ -168,8 +168,29 @@ def gather_grad(ctx, gy, indices, *, axis, shape, rows_buffer=None):
     mask = valid.reshape((-1,) + (1,) * (g.ndim - 1)).astype(gy.dtype)
     if reuse:   # before the writes: whatever they reach is cleared next step
         rows_buffer.rows = flat
-    xp.add.at(moved, flat, g * mask)
+    add_rows(xp, moved, flat, g * mask)
     return out
+
+
+def add_rows(xp, table, rows, values) -> None:
+    """``xp.add.at(table, rows, values)``: ``values[i]`` added to the row (first axis)
+    ``rows[i]``, in the order of ``i``. On the host, for a C-contiguous table, the same
+    additions in the same order through one flat ``np.add.at`` over element indices:
+    numpy's ``add.at`` loops over the index array in order either way, but takes a fast
+    path for a 1-D target (4.5x on 13,312 rows of 16 of a 200,000-row table, 2.7x on 512
+    rows of 16 or 64; ``benchmarks/gather_grad_rows.py``); each element still receives its
+    values in the order of ``i``, so the sums are the same bit for bit. Only for finite
+    values: the two paths pass the operands of each addition in opposite orders, which
+    decides which NaN a NaN + NaN returns (its sign, its payload); a sum of finite values
+    is never NaN (an overflow's infinity only grows in its own direction), and without
+    NaN IEEE addition is commutative to the bit, signed zeros included."""
+    if xp is not np or not table.flags.c_contiguous or table.ndim < 2 or (
+            values.dtype.kind in "fc" and not np.isfinite(values).all()):
+        xp.add.at(table, rows, values)
+        return
+    width = table.size // table.shape[0] if table.shape[0] else 0
+    elements = (rows.astype(np.intp).reshape(-1, 1) * width + np.arange(width)).reshape(-1)
+    np.add.at(table.reshape(-1), elements, values.reshape(-1))
 
 
 @gather_op.grad
