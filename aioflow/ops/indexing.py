@@ -2,7 +2,10 @@
 reverse, and the reductions that have no gradient (all, any) or a special one (prod).
 
 Gradients that scatter (gather's, take_along_axis's) accumulate with ``xp.add.at``, so
-repeated indices add up; numpy, CuPy and the strict backend all have it.
+repeated indices add up; numpy, CuPy and the strict backend all have it (gather's on the
+host through :func:`add_rows`, the same additions faster). A compiled plan may keep
+gather's gradient table from step to step (:class:`RowsBuffer`,
+``aioflow/compiler/gradient_buffers.py``).
 """
 from __future__ import annotations
 
