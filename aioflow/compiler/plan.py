@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..kernels import parallel
+from . import gradient_buffers
 from .memory import plan_buffers
 from .._core import dtypes
 from .launch_fusion import launches_per_step
@@ -192,6 +193,7 @@ def build_plan(graph: Graph, constant_values: dict[int, Any] | None = None,
             buffer=buffer_of_node[index],
             op_name=node.op.name,
         ))
+    gradient_buffers.attach(graph, instructions, backend)
     blobs = {b.id: b for b in graph.placeholders}
     for node in graph.nodes:
         blobs.update((b.id, b) for b in node.outputs)

@@ -7,11 +7,13 @@ value from before the step (as in OneFlow and PyTorch).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
 from .._core import dtypes
 from . import row_updates
+from .indexing import each_row_once
 from .registry import register
 
 
@@ -74,13 +76,52 @@ def _squares_finite(xp, a) -> bool:
     return xp.isfinite((flat * flat).sum())
 
 
+def _rows_squares_finite(a, written) -> bool:
+    """:func:`_squares_finite` of a host table that is zero but for the rows (first axis)
+    ``written`` names (a ``gather_grad`` output kept in a ``RowsBuffer``), the same answer
+    from reading those rows only, but where it could differ.
+
+    The zeros add nothing: the whole table's sum of squares is the rows', S, exactly, and
+    each of its non-zero elements is finite exactly when it is among the rows. The sums
+    are rounded in another order, though: every partial sum, whichever the order, lies
+    within a factor ``(1 + u)^k`` of its exact value (non-negative terms, ``k`` rounded
+    additions and products at most, ``u`` the unit roundoff), so when the rows' sum is
+    finite and ``(1 + u)^(2k)`` times it is still below the dtype's maximum, no order
+    overflows. Otherwise (a NaN, an infinity, a sum near the maximum: a step the guard may
+    refuse) the whole table is read, as before."""
+    rows = each_row_once(written)   # a repeat would count its squares twice
+    part = np.take(a, rows, axis=0)
+    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        return bool(np.isfinite(part).all())   # zeros are finite: the same answer
+    flat = part.reshape(-1)
+    total = np.dot(flat, flat)
+    if np.isfinite(total):
+        info = np.finfo(a.dtype)
+        margin = math.exp((2 * flat.size + 4) * float(info.eps)) * 1.01
+        if float(total) * margin < float(info.max):
+            return True
+    return bool(_squares_finite(np, a))
+
+
+def _host_finite(a, buffer) -> bool:
+    if buffer is not None and a is buffer.array and buffer.rows is not None \
+            and getattr(buffer, "zero_elsewhere", True):
+        return _rows_squares_finite(a, buffer.rows)
+    return bool(_squares_finite(np, a))
+
+
 @register("all_finite", infer=_infer_flag, differentiable=False)
-def all_finite(ctx, *arrays):
+def all_finite(ctx, *arrays, row_buffers=None):
     """1 (int8, 0-d) when every array has finite values whose squares are finite too
-    (its sum of squares is finite), else 0."""
+    (its sum of squares is finite), else 0. ``row_buffers`` (the compiled plan's, on the
+    host): for each array None or the ``RowsBuffer`` (or ``ScaledRows``) of the op that
+    may have produced it; an array that is that buffer's table, zero outside its rows, is
+    read in those rows only (:func:`_rows_squares_finite`)."""
     xp = ctx.xp
     if xp is np:   # on the host: stop at the first array that is not
-        return np.asarray(all(_squares_finite(np, a) for a in arrays), dtype=np.int8)
+        buffers = row_buffers or (None,) * len(arrays)
+        return np.asarray(all(_host_finite(a, b) for a, b in zip(arrays, buffers)),
+                          dtype=np.int8)
     ok = None
     for a in arrays:    # one reduction per array, all on the device
         this = _squares_finite(xp, a)
