@@ -398,7 +398,9 @@ def _backward_data_depthwise_phases(dy, w, g, dtype):
         n = sl.stop - sl.start
         d = dy[sl].astype(dtype, copy=False)
         product = np.empty(d.shape, dtype)
-        dxp = np.zeros((n, g.C, Hp, Wp), dtype)
+        # every element is written by its phase's copy; a phase without taps stays zero
+        make = np.empty if len(phases) == g.sh * g.sw else np.zeros
+        dxp = make((n, g.C, Hp, Wp), dtype)
         for (ri, rj), phase_taps in phases.items():
             rows, cols = len(range(ri, Hp, g.sh)), len(range(rj, Wp, g.sw))
             acc = np.zeros((n, g.C, rows, cols), dtype)

@@ -14,6 +14,7 @@ import numpy as np
 from .._core import dtypes
 from ..ir import Blob
 from .reduce import reduced_shape
+from .row_updates import each_row_once
 from .registry import register
 from .shape import slice_op
 
@@ -62,6 +63,8 @@ class RowsBuffer:
 
     __slots__ = ("array", "rows")
 
+    zero_elsewhere = True   # every element outside ``rows`` is 0 (ScaledRows: when it is)
+
     def __init__(self):
         self.array = None
         self.rows = None
@@ -84,14 +87,6 @@ class RowsBuffer:
 def clear_rows(array, rows) -> None:
     """``array[rows] = 0``: every element of the rows (first axis) ``rows`` names."""
     array[rows] = 0
-
-
-def each_row_once(rows):
-    """The first-axis indices ``rows`` (a host array, any shape) sorted, each once."""
-    rows = np.sort(rows.reshape(-1))
-    if rows.size > 1:
-        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
-    return rows
 
 
 class ScaledRows:

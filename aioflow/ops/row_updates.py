@@ -72,7 +72,7 @@ def _hinted_rows(xp, hints, n, fraction):
         # On the host, each row once (repeats, common in real batches, would redo its work),
         # in order (neighbouring rows share cache lines). np.sort rather than np.unique:
         # numpy 2.4's unique took 10-30 times as long on 10^4-10^5 indices.
-        return _each_once(np.sort(indices[valid]))
+        return each_row_once(indices[valid])
     # On a device, a shape that does not depend on the values (choosing the valid indices
     # or the unique ones would read their count on the host): an index outside [0, n)
     # becomes row 0, as gather_grad sends it there. Row 0's update is then computed from
@@ -92,6 +92,11 @@ def _nonzero_rows(grad, fraction):
         return None
     rows = _each_once(np.flatnonzero(nonzero) // width)   # each row up to width times
     return None if rows.size > fraction * n else rows
+
+
+def each_row_once(rows):
+    """The first-axis indices ``rows`` (a host array, any shape) sorted, each once."""
+    return _each_once(np.sort(rows.reshape(-1)))
 
 
 def _each_once(ascending):

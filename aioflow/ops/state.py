@@ -13,7 +13,7 @@ import numpy as np
 
 from .._core import dtypes
 from . import row_updates
-from .indexing import each_row_once
+from .row_updates import each_row_once
 from .registry import register
 
 
@@ -105,7 +105,7 @@ def _rows_squares_finite(a, written) -> bool:
 
 def _host_finite(a, buffer) -> bool:
     if buffer is not None and a is buffer.array and buffer.rows is not None \
-            and getattr(buffer, "zero_elsewhere", True):
+            and buffer.zero_elsewhere:
         return _rows_squares_finite(a, buffer.rows)
     return bool(_squares_finite(np, a))
 
